@@ -1,0 +1,1 @@
+"""Thin argparse front ends, one module per command."""

@@ -1,0 +1,333 @@
+"""Settings for every command: defaults < YAML file < SLURM_FT_* environment < command line.
+
+One dataclass tree serves all three commands so that a YAML file written for the launcher
+also configures the health check it runs and the progress guard a template calls. Values
+arrive as strings from the environment and from argparse, and as YAML scalars from the
+file; one coercion routine turns all of them into the declared field type, so a typo is
+reported the same way whatever layer it came from: with its full key path.
+
+Environment names mirror the YAML path: ``slurm_ft.launch.max_restarts`` is
+``SLURM_FT_LAUNCH_MAX_RESTARTS``; top-level keys drop the section (``SLURM_FT_STATE_DIR``).
+Variables that do not start with a known section prefix are left alone, because the
+launcher itself exports ``SLURM_FT_CYCLE`` and friends to workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+ENV_PREFIX = "SLURM_FT_"
+CONFIG_ENV = "SLURM_FT_CONFIG"
+YAML_ROOT = "slurm_ft"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the key path and the value."""
+
+
+@dataclass
+class LaunchSettings:
+    nproc_per_node: str = "auto"
+    max_restarts: int = 3
+    monitor_interval: float = 0.1
+    workers_stop_timeout: float = 15.0
+    term_timeout: float = 25.0
+    join_timeout: float = 300.0
+    rdzv_port: int | None = None
+    rdzv_port_range: str = "20000-29999"
+    heartbeat_interval: float = 1.0
+    heartbeat_timeout: float = 6.0
+    forward_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"])
+    gpu_release_timeout: float = 30.0
+    gpu_release_tolerance_mib: int = 512
+    health_before_join: bool = True
+    result_linger_timeout: float = 30.0
+
+
+@dataclass
+class AppLogSettings:
+    prefix: str | None = None
+    per_node: bool = False
+    line_cap_bytes: int = 1024 * 1024
+    drain_timeout: float = 5.0
+    tee: bool = False
+    local_ranks_filter: list[int] | None = None
+    launcher_log: str | None = None
+    quiet: bool = False
+
+
+@dataclass
+class HealthSettings:
+    checks: list[str] = field(default_factory=lambda: ["nic", "storage", "gpu"])
+    deadline: float = 10.0
+    nics: list[str] = field(default_factory=list)
+    nic_mode: Literal["absolute", "transition"] = "absolute"
+    sysfs_root: str = "/sys"
+    proc_root: str = "/proc"
+    paths: list[str] = field(default_factory=list)
+    write_probe: bool = False
+    discover_mounts: bool = True
+    gpus: int | None = None
+    gpu_foreign_memory_tolerance_mib: int = 1024
+
+
+@dataclass
+class ProgressSettings:
+    checkpoint_iteration_file: str | None = None
+    max_no_progress_cycles: int = 2
+    min_progress_iterations: int = 1
+
+
+@dataclass
+class Settings:
+    state_dir: str | None = None
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
+    applog: AppLogSettings = field(default_factory=AppLogSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    progress: ProgressSettings = field(default_factory=ProgressSettings)
+
+
+SECTIONS: tuple[str, ...] = ("launch", "applog", "health", "progress")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _key_types() -> dict[str, Any]:
+    """Every settable dotted key ('launch.max_restarts', 'state_dir') and its type."""
+    out: dict[str, Any] = {}
+    for name, tp in _field_types(Settings).items():
+        if name in SECTIONS:
+            for sub, subtp in _field_types(tp).items():
+                out[f"{name}.{sub}"] = subtp
+        else:
+            out[name] = tp
+    return out
+
+
+KEY_TYPES: dict[str, Any] = _key_types()
+
+
+def _coerce(path: str, tp: Any, value: Any) -> Any:
+    """Turn a YAML scalar or a string into ``tp``; raise ConfigError with the key path."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        is_empty = value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+        if is_empty and type(None) in args:
+            return None
+        return _coerce(path, non_none[0], value)
+    if origin is Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{YAML_ROOT}.{path}: expected one of {', '.join(map(str, args))}, got {value!r}")
+    if origin is list:
+        (item_tp,) = args
+        if isinstance(value, str):
+            items: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
+        elif isinstance(value, list | tuple):
+            items = list(value)
+        else:
+            raise ConfigError(f"{YAML_ROOT}.{path}: expected a list, got {value!r}")
+        return [_coerce(path, item_tp, v) for v in items]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{YAML_ROOT}.{path}: expected bool, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{YAML_ROOT}.{path}: expected int, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{YAML_ROOT}.{path}: expected int, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{YAML_ROOT}.{path}: expected number, got {value!r}")
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{YAML_ROOT}.{path}: expected number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{YAML_ROOT}.{path}: expected string, got {value!r}")
+    raise ConfigError(f"{YAML_ROOT}.{path}: unsupported setting type {tp!r}")
+
+
+def apply(settings: Settings, values: Mapping[str, Any]) -> Settings:
+    """Return a copy of ``settings`` with dotted keys replaced (coerced to their types)."""
+    new = dataclasses.replace(
+        settings,
+        **{s: dataclasses.replace(getattr(settings, s)) for s in SECTIONS},
+    )
+    for key, raw in values.items():
+        if key not in KEY_TYPES:
+            raise ConfigError(f"{YAML_ROOT}.{key}: unknown setting")
+        value = _coerce(key, KEY_TYPES[key], raw)
+        if "." in key:
+            section, name = key.split(".", 1)
+            setattr(getattr(new, section), name, value)
+        else:
+            setattr(new, key, value)
+    validate(new)
+    return new
+
+
+def validate(settings: Settings) -> None:
+    """Range checks that a type alone cannot express."""
+    launch = settings.launch
+    if launch.max_restarts < 0:
+        raise ConfigError(f"{YAML_ROOT}.launch.max_restarts: must be >= 0, got {launch.max_restarts}")
+    for key in (
+        "monitor_interval",
+        "workers_stop_timeout",
+        "term_timeout",
+        "join_timeout",
+        "heartbeat_interval",
+        "heartbeat_timeout",
+    ):
+        if getattr(launch, key) <= 0:
+            raise ConfigError(f"{YAML_ROOT}.launch.{key}: must be > 0, got {getattr(launch, key)}")
+    parse_port_range(launch.rdzv_port_range)
+    if launch.rdzv_port is not None and not 1 <= launch.rdzv_port <= 65535:
+        raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port: must be 1-65535, got {launch.rdzv_port}")
+    if settings.applog.line_cap_bytes < 64:
+        raise ConfigError(
+            f"{YAML_ROOT}.applog.line_cap_bytes: must be >= 64, got {settings.applog.line_cap_bytes}"
+        )
+    if settings.health.deadline <= 0:
+        raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
+    if settings.progress.min_progress_iterations < 1:
+        raise ConfigError(
+            f"{YAML_ROOT}.progress.min_progress_iterations: must be >= 1, "
+            f"got {settings.progress.min_progress_iterations}"
+        )
+
+
+def parse_port_range(text: str) -> tuple[int, int]:
+    lo_s, sep, hi_s = text.partition("-")
+    try:
+        lo, hi = int(lo_s), int(hi_s)
+    except ValueError:
+        raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port_range: expected LOW-HIGH, got {text!r}") from None
+    if not sep or not 1024 <= lo <= hi <= 65535:
+        raise ConfigError(
+            f"{YAML_ROOT}.launch.rdzv_port_range: expected LOW-HIGH within 1024-65535, got {text!r}"
+        )
+    return lo, hi
+
+
+def _flatten_yaml(doc: Any, source: str) -> dict[str, Any]:
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or set(doc) != {YAML_ROOT}:
+        raise ConfigError(f"{source}: expected a top-level '{YAML_ROOT}:' mapping and nothing else")
+    root = doc[YAML_ROOT] or {}
+    if not isinstance(root, dict):
+        raise ConfigError(f"{source}: '{YAML_ROOT}' must be a mapping")
+    flat: dict[str, Any] = {}
+    for key, value in root.items():
+        if key in SECTIONS:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f"{YAML_ROOT}.{key}: expected a mapping, got {value!r}")
+            for sub, subvalue in value.items():
+                flat[f"{key}.{sub}"] = subvalue
+        else:
+            flat[str(key)] = value
+    return flat
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Dotted keys of a config file; unreadable or malformed files are ConfigErrors."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    return _flatten_yaml(doc, str(path))
+
+
+def env_values(env: Mapping[str, str]) -> dict[str, str]:
+    """Dotted keys from SLURM_FT_* variables; unknown names under a known section are errors."""
+    out: dict[str, str] = {}
+    by_env = {env_name(key): key for key in KEY_TYPES}
+    section_prefixes = tuple(f"{ENV_PREFIX}{s.upper()}_" for s in SECTIONS)
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        if name in by_env:
+            out[by_env[name]] = value
+        elif name.startswith(section_prefixes):
+            raise ConfigError(f"environment variable {name}: unknown setting")
+    return out
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.replace(".", "_").upper()
+
+
+def load(
+    env: Mapping[str, str],
+    config_file: str | None = None,
+    cli: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the effective settings. ``cli`` holds only options the user actually gave.
+
+    ``config_file`` defaults to ``$SLURM_FT_CONFIG`` when the command line names none.
+    """
+    settings = Settings()
+    path = config_file or env.get(CONFIG_ENV) or None
+    if path:
+        settings = apply(settings, read_yaml(path))
+    settings = apply(settings, env_values(env))
+    if cli:
+        settings = apply(settings, {k: v for k, v in cli.items() if v is not None})
+    return settings
+
+
+def as_dict(settings: Settings) -> dict[str, Any]:
+    return dataclasses.asdict(settings)
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """(yaml key, environment variable, default) for every setting; used for the README."""
+    defaults = as_dict(Settings())
+    rows = []
+    for key in KEY_TYPES:
+        value: Any = defaults
+        for part in key.split("."):
+            value = value[part]
+        rows.append((f"{YAML_ROOT}.{key}", env_name(key), repr(value)))
+    return rows

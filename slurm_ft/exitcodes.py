@@ -1,0 +1,52 @@
+"""The exit-code contract that batch scripts and templates rely on (DESIGN.md).
+
+Kept in one place so that every command, template and test speaks the same numbers.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+
+
+class ExitCode(enum.IntEnum):
+    SUCCESS = 0
+    WORKERS_FAILED = 1
+    BAD_INPUT = 2
+    NO_PROGRESS = 93
+    UNHEALTHY = 94
+
+
+SIGNAL_BASE = 128
+
+
+def for_signal(signum: int) -> int:
+    """Shell convention: a command ended by signal N exits 128+N."""
+    return SIGNAL_BASE + int(signum)
+
+
+def signal_of(code: int) -> signal.Signals | None:
+    """The signal an exit code stands for, if it is a 128+N code of a known signal."""
+    if code <= SIGNAL_BASE:
+        return None
+    try:
+        return signal.Signals(code - SIGNAL_BASE)
+    except ValueError:
+        return None
+
+
+def describe(code: int) -> str:
+    """A short word for an exit code, as the outcome record and templates print it."""
+    try:
+        return {
+            ExitCode.SUCCESS: "finished",
+            ExitCode.WORKERS_FAILED: "restarts-exhausted",
+            ExitCode.BAD_INPUT: "bad-input",
+            ExitCode.NO_PROGRESS: "no-progress",
+            ExitCode.UNHEALTHY: "unhealthy",
+        }[ExitCode(code)]
+    except ValueError:
+        sig = signal_of(code)
+        if sig is not None:
+            return f"signal-{sig.name}"
+        return f"exit-{code}"

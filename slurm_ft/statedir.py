@@ -1,0 +1,73 @@
+"""Where a job's state lives and what each file in it is called.
+
+The launcher, `slurm-ft-progress` and the sbatch templates must all find the same
+directory from the same inputs, across Slurm requeues of the job, so the rule lives here
+and nowhere else. The formats of the files belong to their own modules (the ledger to
+``progress.py``, cycle and outcome records to ``launch/records.py``); this module only
+names them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_ft.slurm import SlurmJob
+
+STATE_DIR_NAME = ".slurm_ft"
+
+
+@dataclass(frozen=True)
+class StateDir:
+    path: Path
+
+    @property
+    def ledger(self) -> Path:
+        return self.path / "ledger.json"
+
+    @property
+    def cycle_counter(self) -> Path:
+        """Next global cycle number; survives requeues so no log file is ever reused."""
+        return self.path / "next_cycle"
+
+    @property
+    def outcome(self) -> Path:
+        return self.path / "outcome.json"
+
+    @property
+    def cycles_dir(self) -> Path:
+        return self.path / "cycles"
+
+    def cycle_record(self, cycle: int) -> Path:
+        return self.cycles_dir / f"cycle{cycle}.json"
+
+    @property
+    def unhealthy_dir(self) -> Path:
+        return self.path / "unhealthy"
+
+    def unhealthy_record(self, node_name: str) -> Path:
+        return self.unhealthy_dir / f"{node_name}.json"
+
+    @property
+    def error_files_dir(self) -> Path:
+        return self.path / "errors"
+
+    def error_file(self, cycle: int, rank: int) -> Path:
+        """TORCHELASTIC_ERROR_FILE of one worker in one cycle."""
+        return self.error_files_dir / f"cycle{cycle}" / f"rank{rank}.json"
+
+
+def resolve(job: SlurmJob, configured: str | None, cwd: str | os.PathLike[str]) -> StateDir:
+    """The state dir: the configured one, else ``<submit dir>/.slurm_ft/<job key>``.
+
+    Standalone runs have no job id to key on; they share ``standalone``, and a new run
+    continues the history like a requeue would (cycle numbers, and so log files, are never
+    reused; ``slurm-ft-progress reset`` or ``--state-dir`` starts afresh).
+    """
+    if configured:
+        return StateDir(Path(configured))
+    base = Path(job.submit_dir) if job.submit_dir else Path(cwd)
+    if job.standalone:
+        return StateDir(base / STATE_DIR_NAME / "standalone")
+    return StateDir(base / STATE_DIR_NAME / job.job_key)

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites: waiting on conditions and inspecting /proc."""
