@@ -1,0 +1,28 @@
+"""The exit-code contract the sbatch templates rely on."""
+
+from __future__ import annotations
+
+import signal
+
+from slurm_ft import exitcodes
+from slurm_ft.exitcodes import ExitCode
+
+
+def test_contract_numbers():
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 93, 94]
+
+
+def test_signal_codes_round_trip():
+    assert exitcodes.for_signal(signal.SIGTERM) == 143
+    assert exitcodes.signal_of(143) is signal.SIGTERM
+    assert exitcodes.signal_of(138) is signal.SIGUSR1
+    assert exitcodes.signal_of(94) is None
+    assert exitcodes.signal_of(128) is None
+
+
+def test_describe():
+    assert exitcodes.describe(0) == "finished"
+    assert exitcodes.describe(93) == "no-progress"
+    assert exitcodes.describe(94) == "unhealthy"
+    assert exitcodes.describe(143) == "signal-SIGTERM"
+    assert exitcodes.describe(7) == "exit-7"
