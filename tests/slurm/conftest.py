@@ -80,7 +80,7 @@ class LocalCluster:
     def job_env(self, **extra: str) -> dict[str, str]:
         """Environment for sbatch: the plain user's, with our venv first on PATH."""
         env = {
-            "PATH": f"{self.venv_bin}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{self.venv_bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": pwd.getpwnam(self.user).pw_dir,
             "USER": self.user,
             "LANG": "C.UTF-8",
@@ -104,7 +104,7 @@ class LocalCluster:
 
     def sbatch(self, script: Path, *args: str, env: dict[str, str] | None = None) -> Job:
         """Submit as the plain user from the script's directory; returns the job."""
-        cmd = ["runuser", "-u", self.user, "--", "sbatch", "--parsable", *args, str(script)]
+        cmd = ["/usr/sbin/runuser", "-u", self.user, "--", "sbatch", "--parsable", *args, str(script)]
         result = _run(cmd, cwd=script.parent, env=env or self.job_env())
         if result.returncode != 0:
             raise AssertionError(f"sbatch failed ({result.returncode}): {result.stderr.strip()}")
@@ -201,7 +201,7 @@ def _package_readable_by_plain_user() -> bool:
     """Jobs run as the plain user and import slurm_ft from our venv: it must be readable."""
     probe = _run(
         [
-            "runuser",
+            "/usr/sbin/runuser",
             "-u",
             PLAIN_USER,
             "--",

@@ -1,0 +1,394 @@
+"""The SLURM_* contract: the variables sbatch and srun set -> one validated :class:`SlurmJob`.
+
+Everything slurm-ft knows about topology comes from here, so a wrong or half-set
+environment is caught once, with the variable and its value in the message, instead of
+surfacing later as a rendezvous that never completes.
+
+Only the mapping passed in is read (tests and simulated multi-node runs hand each launcher
+its own). Rules worth knowing:
+
+- Inside a job step (``srun``) the step's node list and count win over the job's: a step
+  may span fewer nodes than the allocation, and ``SLURM_NODEID`` counts within the step.
+- A node is named by ``SLURMD_NODENAME`` (the Slurm node name), never by the host name:
+  several slurmd on one machine share a host name.
+- No ``SLURM_JOB_ID`` means standalone: one node, rank 0, master 127.0.0.1.
+
+``python -m slurm_ft.slurm [--json]`` prints what this module derives from the current
+environment, for batch scripts and for people debugging a launch.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurm_ft.hostlist import DEFAULT_MAX_HOSTS, HostlistError, compress, expand
+
+STANDALONE_ADDR = "127.0.0.1"
+
+_UINT_RE = re.compile(r"[0-9]+")
+_TASKS_ITEM_RE = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
+
+
+class SlurmEnvError(ValueError):
+    """SLURM_* variables that do not describe a usable job; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    standalone: bool
+    job_id: str | None
+    array_job_id: str | None
+    array_task_id: int | None
+    attempt: int
+    num_nodes: int
+    node_rank: int
+    node_name: str
+    hosts: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]
+    cpus_on_node: int | None
+    gpus_on_node: int | None
+    procid: int
+    localid: int
+    ntasks: int
+    submit_dir: str | None
+    step_id: str | None = None
+
+    @property
+    def master_addr(self) -> str:
+        return self.hosts[0]
+
+    @property
+    def job_key(self) -> str:
+        """Names this job's state across requeues: array tasks share their array's id."""
+        if self.standalone:
+            return "standalone"
+        if self.array_job_id is not None and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        assert self.job_id is not None
+        return self.job_id
+
+    @property
+    def hostlist(self) -> str:
+        """The hosts as one compact Slurm hostlist expression."""
+        return compress(self.hosts)
+
+    @property
+    def local_tasks(self) -> int:
+        """Tasks Slurm placed on this node (1 when Slurm did not say)."""
+        if len(self.tasks_per_node) == self.num_nodes:
+            return self.tasks_per_node[self.node_rank]
+        return 1
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        hostname: str | None = None,
+        *,
+        max_hosts: int = DEFAULT_MAX_HOSTS,
+    ) -> SlurmJob:
+        """Read and cross-check the SLURM_* variables of ``env``.
+
+        ``hostname`` names the node only where Slurm does not (standalone, or an
+        allocation shell without ``SLURMD_NODENAME``/``SLURM_NODEID``); it defaults to the
+        short host name of this machine.
+        """
+        if "SLURM_JOB_ID" not in env:
+            return _standalone(hostname)
+        return _from_slurm_env(env, hostname, max_hosts)
+
+
+def _standalone(hostname: str | None) -> SlurmJob:
+    return SlurmJob(
+        standalone=True,
+        job_id=None,
+        array_job_id=None,
+        array_task_id=None,
+        attempt=0,
+        num_nodes=1,
+        node_rank=0,
+        node_name=hostname if hostname is not None else _short_hostname(),
+        hosts=(STANDALONE_ADDR,),
+        tasks_per_node=(1,),
+        cpus_on_node=None,
+        gpus_on_node=None,
+        procid=0,
+        localid=0,
+        ntasks=1,
+        submit_dir=None,
+    )
+
+
+def _short_hostname() -> str:
+    return socket.gethostname().split(".", 1)[0]
+
+
+def _first_present(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    return next((name for name in names if name in env), None)
+
+
+def _uint(env: Mapping[str, str], name: str) -> int:
+    value = env[name]
+    if not _UINT_RE.fullmatch(value):
+        raise SlurmEnvError(f"{name}={_clip(value)!r} is not a non-negative integer")
+    return int(value)
+
+
+def _opt_uint(env: Mapping[str, str], name: str) -> int | None:
+    return _uint(env, name) if name in env else None
+
+
+def parse_tasks_per_node(name: str, value: str, max_nodes: int) -> tuple[int, ...]:
+    """``2(x3),1`` -> (2, 2, 2, 1); more than ``max_nodes`` entries is an error, found early."""
+    counts: list[int] = []
+    shown = _clip(value)
+    for item in value.split(","):
+        m = _TASKS_ITEM_RE.fullmatch(item)
+        if m is None:
+            raise SlurmEnvError(f"{name}={shown!r}: {_clip(item)!r} is not N or N(xM)")
+        tasks = int(m.group(1))
+        repeat = 1 if m.group(2) is None else int(m.group(2))
+        if tasks < 1 or repeat < 1:
+            raise SlurmEnvError(f"{name}={shown!r}: {item!r} must count at least one task and node")
+        if len(counts) + repeat > max_nodes:
+            raise SlurmEnvError(f"{name}={shown!r} lists more than {max_nodes} nodes")
+        counts.extend([tasks] * repeat)
+    return tuple(counts)
+
+
+def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int) -> SlurmJob:
+    _uint(env, "SLURM_JOB_ID")
+    job_id = env["SLURM_JOB_ID"]
+
+    array_job_id = env["SLURM_ARRAY_JOB_ID"] if _opt_uint(env, "SLURM_ARRAY_JOB_ID") is not None else None
+    array_task_id = _opt_uint(env, "SLURM_ARRAY_TASK_ID")
+    if (array_job_id is None) != (array_task_id is None):
+        present, missing = (
+            ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
+            if array_job_id is not None
+            else ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_JOB_ID")
+        )
+        raise SlurmEnvError(f"{present}={_clip(env[present])!r} is set but {missing} is not")
+
+    attempt = _opt_uint(env, "SLURM_RESTART_COUNT") or 0
+
+    # A step's own variables describe the step. srun also sets SLURM_NNODES, SLURM_NTASKS
+    # and SLURM_TASKS_PER_NODE to the step's values, so inside a step those are the
+    # fallbacks; SLURM_NODELIST keeps the job's list there (tests/data/slurm_env shows it),
+    # so it is only ever a fallback for the job's own list.
+    in_step = "SLURM_STEP_NODELIST" in env
+    if in_step:
+        list_var = "SLURM_STEP_NODELIST"
+        count_var = _first_present(env, ("SLURM_STEP_NUM_NODES", "SLURM_NNODES"))
+        tasks_var = _first_present(env, ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"))
+        ntasks_var = _first_present(env, ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"))
+    else:
+        list_var = _first_present(env, ("SLURM_JOB_NODELIST", "SLURM_NODELIST"))
+        count_var = _first_present(env, ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"))
+        tasks_var = _first_present(env, ("SLURM_TASKS_PER_NODE",))
+        ntasks_var = _first_present(env, ("SLURM_NTASKS", "SLURM_NPROCS"))
+    if list_var is None:
+        raise SlurmEnvError(
+            f"SLURM_JOB_ID={_clip(env['SLURM_JOB_ID'])!r} is set but SLURM_JOB_NODELIST is not"
+        )
+
+    try:
+        hosts = tuple(expand(env[list_var], max_hosts=max_hosts))
+    except HostlistError as exc:
+        raise SlurmEnvError(f"{list_var}={_clip(env[list_var])!r}: {exc}") from None
+    if not hosts:
+        raise SlurmEnvError(f"{list_var}={_clip(env[list_var])!r} names no hosts")
+
+    if count_var is None:
+        num_nodes = len(hosts)
+    else:
+        num_nodes = _uint(env, count_var)
+        if num_nodes < 1:
+            raise SlurmEnvError(f"{count_var}={_clip(env[count_var])!r} must be at least 1")
+        if num_nodes != len(hosts):
+            raise SlurmEnvError(
+                f"{count_var}={_clip(env[count_var])!r} but {list_var}={_clip(env[list_var])!r} "
+                f"names {len(hosts)} hosts"
+            )
+
+    node_name_env = env.get("SLURMD_NODENAME")
+    if "SLURM_NODEID" in env:
+        node_rank = _uint(env, "SLURM_NODEID")
+        if node_rank >= num_nodes:
+            raise SlurmEnvError(
+                f"SLURM_NODEID={_clip(env['SLURM_NODEID'])!r} is outside [0, {num_nodes}) "
+                f"({list_var}={_clip(env[list_var])!r})"
+            )
+        node_name = node_name_env if node_name_env is not None else hosts[node_rank]
+    elif node_name_env is not None:
+        # No node id (an allocation shell, or a hand-made environment): find the node by name.
+        if node_name_env not in hosts:
+            raise SlurmEnvError(
+                f"SLURMD_NODENAME={node_name_env!r} is not in {list_var}="
+                f"{_clip(env[list_var])!r} and SLURM_NODEID is not set"
+            )
+        node_rank = hosts.index(node_name_env)
+        node_name = node_name_env
+    else:
+        # An salloc shell on a login node: not one of the job's nodes at all.
+        node_rank = 0
+        node_name = hostname if hostname is not None else _short_hostname()
+
+    if tasks_var is None:
+        tasks_per_node: tuple[int, ...] = ()
+    else:
+        tasks_per_node = parse_tasks_per_node(tasks_var, env[tasks_var], num_nodes)
+        if len(tasks_per_node) != num_nodes:
+            raise SlurmEnvError(
+                f"{tasks_var}={_clip(env[tasks_var])!r} lists {len(tasks_per_node)} nodes, "
+                f"not {num_nodes} ({count_var or list_var})"
+            )
+
+    if ntasks_var is not None:
+        ntasks = _uint(env, ntasks_var)
+        if ntasks < 1:
+            raise SlurmEnvError(f"{ntasks_var}={_clip(env[ntasks_var])!r} must be at least 1")
+    else:
+        ntasks = sum(tasks_per_node) if tasks_per_node else num_nodes
+
+    procid = _opt_uint(env, "SLURM_PROCID") or 0
+    if procid >= ntasks:
+        raise SlurmEnvError(
+            f"SLURM_PROCID={_clip(env['SLURM_PROCID'])!r} is outside [0, {ntasks}) ({ntasks_var or 'tasks'})"
+        )
+    localid = _opt_uint(env, "SLURM_LOCALID") or 0
+    if tasks_per_node and localid >= tasks_per_node[node_rank]:
+        raise SlurmEnvError(
+            f"SLURM_LOCALID={_clip(env['SLURM_LOCALID'])!r} is outside [0, {tasks_per_node[node_rank]}) "
+            f"(node {node_rank} of {tasks_var}={_clip(env[tasks_var])!r})"
+        )
+
+    step_var = _first_present(env, ("SLURM_STEP_ID", "SLURM_STEPID"))
+    return SlurmJob(
+        standalone=False,
+        job_id=job_id,
+        array_job_id=array_job_id,
+        array_task_id=array_task_id,
+        attempt=attempt,
+        num_nodes=num_nodes,
+        node_rank=node_rank,
+        node_name=node_name,
+        hosts=hosts,
+        tasks_per_node=tasks_per_node,
+        cpus_on_node=_opt_uint(env, "SLURM_CPUS_ON_NODE"),
+        gpus_on_node=_opt_uint(env, "SLURM_GPUS_ON_NODE"),
+        procid=procid,
+        localid=localid,
+        ntasks=ntasks,
+        submit_dir=env.get("SLURM_SUBMIT_DIR") or None,
+        step_id=env[step_var] if step_var is not None else None,
+    )
+
+
+def _clip(value: str) -> str:
+    """A variable's value short enough for a one-line error message."""
+    return value if len(value) <= 80 else value[:77] + "..."
+
+
+def rdzv_port(job: SlurmJob, port_range: tuple[int, int], override: int | None = None) -> int:
+    """The launchers' store port: the same on every node of a job, different between jobs.
+
+    Every node computes it alone from the job id, so no exchange is needed before the
+    store exists. Job ids are handed out in sequence (each array task has its own), so
+    ``lo + job_id mod size`` gives jobs that run at the same time, and may share a node,
+    different ports unless their ids are a multiple of the range size apart; a hash
+    would collide between neighbours as often as between strangers.
+    """
+    lo, hi = port_range
+    if not 1 <= lo <= hi <= 65535:
+        raise ValueError(f"port range {lo}-{hi} is not within 1-65535")
+    if override is not None:
+        if not 1 <= override <= 65535:
+            raise ValueError(f"rendezvous port {override} is not within 1-65535")
+        return override
+    if job.standalone or job.job_id is None:
+        return lo
+    return lo + int(job.job_id) % (hi - lo + 1)
+
+
+def describe(job: SlurmJob, port: int) -> dict[str, object]:
+    """The derived topology in the order ``python -m slurm_ft.slurm`` prints it."""
+    return {
+        "node_rank": job.node_rank,
+        "num_nodes": job.num_nodes,
+        "node_name": job.node_name,
+        "master_addr": job.master_addr,
+        "rdzv_port": port,
+        "hosts": job.hostlist,
+        "job_key": job.job_key,
+        "attempt": job.attempt,
+    }
+
+
+def describe_full(job: SlurmJob, port: int) -> dict[str, object]:
+    """:func:`describe` plus every other field, for ``--json``."""
+    out = describe(job, port)
+    out.update(
+        standalone=job.standalone,
+        job_id=job.job_id,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        step_id=job.step_id,
+        tasks_per_node=list(job.tasks_per_node),
+        cpus_on_node=job.cpus_on_node,
+        gpus_on_node=job.gpus_on_node,
+        procid=job.procid,
+        localid=job.localid,
+        ntasks=job.ntasks,
+        submit_dir=job.submit_dir,
+    )
+    return out
+
+
+def format_line(fields: Mapping[str, object]) -> str:
+    return " ".join(f"{key}={value}" for key, value in fields.items())
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import os
+    import sys
+
+    from slurm_ft import config
+    from slurm_ft.exitcodes import ExitCode
+
+    parser = argparse.ArgumentParser(
+        prog="python -m slurm_ft.slurm",
+        description="Print the topology slurm-ft derives from the SLURM_* environment.",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--config", help="slurm-ft YAML config file (default: $SLURM_FT_CONFIG)")
+    parser.add_argument("--rdzv-port", type=int, help="fixed rendezvous port (overrides the derived one)")
+    args = parser.parse_args(argv)
+
+    try:
+        settings = config.load(
+            os.environ,
+            args.config,
+            {"launch.rdzv_port": args.rdzv_port} if args.rdzv_port is not None else None,
+        )
+        job = SlurmJob.from_env(os.environ)
+        port = rdzv_port(
+            job, config.parse_port_range(settings.launch.rdzv_port_range), settings.launch.rdzv_port
+        )
+    except ValueError as exc:  # SlurmEnvError, ConfigError, a bad port range
+        print(f"slurm-ft: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    if args.json:
+        print(json.dumps(describe_full(job, port)))
+    else:
+        print(format_line(describe(job, port)))
+    return int(ExitCode.SUCCESS)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
