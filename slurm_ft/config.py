@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 ENV_PREFIX = "SLURM_FT_"
 CONFIG_ENV = "SLURM_FT_CONFIG"
 YAML_ROOT = "slurm_ft"
@@ -77,6 +75,8 @@ class HealthSettings:
     discover_mounts: bool = True
     gpus: int | None = None
     gpu_foreign_memory_tolerance_mib: int = 1024
+    drain: bool = False
+    scontrol: str | None = None
 
 
 @dataclass
@@ -220,6 +220,15 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"{YAML_ROOT}.applog.line_cap_bytes: must be >= 64, got {settings.applog.line_cap_bytes}"
         )
+    applog = settings.applog
+    if applog.prefix is not None and not applog.prefix.startswith("/"):
+        raise ConfigError(f"{YAML_ROOT}.applog.prefix: must be an absolute path, got {applog.prefix!r}")
+    if applog.drain_timeout <= 0:
+        raise ConfigError(f"{YAML_ROOT}.applog.drain_timeout: must be > 0, got {applog.drain_timeout}")
+    if applog.local_ranks_filter is not None and any(r < 0 for r in applog.local_ranks_filter):
+        raise ConfigError(
+            f"{YAML_ROOT}.applog.local_ranks_filter: ranks must be >= 0, got {applog.local_ranks_filter}"
+        )
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:
@@ -266,6 +275,8 @@ def _flatten_yaml(doc: Any, source: str) -> dict[str, Any]:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Dotted keys of a config file; unreadable or malformed files are ConfigErrors."""
+    import yaml  # lazily: the health check and progress guard start without a config file
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
