@@ -121,6 +121,7 @@ def test_crash_before_checkpoint_is_stopped_by_the_guard_across_requeues(slurm_c
         work,
         TRAIN_ARGS="--steps 12 --ckpt-every 4 --crash-before-checkpoint",
         TRAIN_CRASH_RANK="1",
+        NPROC_PER_NODE="1",
         MAX_RESTARTS="1",
         MAX_NO_PROGRESS_CYCLES="3",
     )
@@ -160,7 +161,13 @@ def test_unhealthy_node_is_excluded_from_the_next_attempt(slurm_cluster):
     for node in slurm_cluster.nodes:
         if node != "node2":
             (paths / node).mkdir()
-    env = knobs(slurm_cluster, work, TRAIN_ARGS="--steps 8 --ckpt-every 4", HEALTH_PATHS=f"{paths}/%n")
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_ARGS="--steps 8 --ckpt-every 4",
+        HEALTH_PATHS=f"{paths}/%n",
+        NPROC_PER_NODE="1",
+    )
     env["SLURM_FT_STATE_DIR"] = str(work / "state")
     job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", "--nodelist=node[1-2]", env=env)
     first = slurm_cluster.wait_final(job, timeout=120)
@@ -210,7 +217,9 @@ def _starts(work: Path) -> list[dict]:
 @pytest.mark.timeout(420)
 def test_preemption_signal_checkpoints_requeues_and_resumes(slurm_cluster):
     work = prepare(slurm_cluster, "preempt")
-    env = knobs(slurm_cluster, work, TRAIN_ARGS="--steps 60 --ckpt-every 5 --step-time 0.25")
+    env = knobs(
+        slurm_cluster, work, TRAIN_ARGS="--steps 60 --ckpt-every 5 --step-time 0.25", NPROC_PER_NODE="1"
+    )
     job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", env=env)
     wait_until(lambda: _iteration(work) >= 5, 150, interval=0.3, message="the first checkpoint")
     subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
@@ -234,8 +243,11 @@ def test_preemption_signal_checkpoints_requeues_and_resumes(slurm_cluster):
 @pytest.mark.timeout(600)
 def test_time_limit_signal_checkpoints_requeues_and_resumes(slurm_cluster):
     work = prepare(slurm_cluster, "timelimit")
-    # USR1 is due 70 s before the 2-minute limit; Slurm checks limits about every 30 s.
-    env = knobs(slurm_cluster, work, TRAIN_ARGS="--steps 180 --ckpt-every 5 --step-time 0.5")
+    # USR1 is due 70 s before the 2-minute limit; Slurm checks limits about every 30 s, so it
+    # arrives 50-80 s into an attempt: the first attempt cannot finish 80 s of training.
+    env = knobs(
+        slurm_cluster, work, TRAIN_ARGS="--steps 160 --ckpt-every 5 --step-time 0.5", NPROC_PER_NODE="1"
+    )
     job = slurm_cluster.sbatch(
         work / "train_requeue.sbatch", "--nodes=2", "--time=2", "--signal=B:USR1@70", env=env
     )
@@ -244,7 +256,7 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(slurm_cluster):
     assert fields["JobState"] == "COMPLETED", out
     assert int(fields["Restarts"]) >= 1, out
     assert "received SIGUSR1" in out
-    assert _iteration(work) == 180
+    assert _iteration(work) == 160
     restarts_seen = {s["restart"] for s in _starts(work)}
     assert len(restarts_seen) >= 1
     assert outcome(work, job.job_id)["exit_code"] == 0
