@@ -37,6 +37,14 @@ def error_line(log: Path, rank: int | None) -> str | None:
     return found
 
 
+def resumed_from(log: Path) -> int | None:
+    """The iteration the example trainer says it resumed from in this cycle, if any."""
+    if not log.exists():
+        return None
+    m = re.search(r"^\s*0: rank 0: resumed from iteration (\d+)$", log.read_text(errors="replace"), re.M)
+    return int(m.group(1)) if m else None
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--state-dir", type=Path, required=True)
@@ -80,6 +88,9 @@ def main() -> int:
             print(f"cycle {rec['cycle']}: {rec['outcome']}: {failure.get('detail') or failure.get('kind')}")
         else:
             print(f"cycle {rec['cycle']}: {rec['outcome']}: all {rec['world_size']} ranks exited 0")
+        resumed = resumed_from(log)
+        if resumed is not None:
+            print(f"         training resumed from its checkpoint at iteration {resumed}")
     logs = sorted(a.log_dir.glob("train_cycle*.log"), key=cycle_number)
     for i, log in enumerate(logs):
         lines = log.read_text(errors="replace").splitlines()
