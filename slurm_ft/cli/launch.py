@@ -1,15 +1,410 @@
-"""Front end of slurm-ft-launch (stub until its issue lands)."""
+"""Front end of slurm-ft-launch: the one place that reads os.environ and sys.argv.
+
+Everything that can be wrong with the input is found here, before any process starts or
+any file is written: argparse errors, settings, the SLURM_* topology, the script, the
+state dir, the applog prefix. Each is one line on stderr and exit 2. Only two input
+errors can surface later (node 0's rendezvous port in use, a corrupt ledger) and they are
+reported the same way, still before any worker starts.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import os
+import shlex
+import shutil
+import signal
 import sys
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
+from slurm_ft import config, statedir
 from slurm_ft.exitcodes import ExitCode
+
+PROG = "slurm-ft-launch"
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="Per-node launcher with in-job restarts coordinated across all nodes "
+        "(run it under 'srun --ntasks-per-node=1').",
+        allow_abbrev=False,
+    )
+    a = p.add_argument
+    a(
+        "--nproc-per-node",
+        "--nproc_per_node",
+        dest="nproc_per_node",
+        metavar="N|auto|gpu|cpu",
+        help="workers on this node (default auto: GPUs from Slurm or NVML, else 1)",
+    )
+    a(
+        "--max-restarts",
+        "--max_restarts",
+        dest="max_restarts",
+        metavar="N",
+        help="in-job restarts for the whole job, agreed by every node (default 3)",
+    )
+    a(
+        "--monitor-interval",
+        "--monitor_interval",
+        dest="monitor_interval",
+        metavar="S",
+        help="how often the launcher looks at the job while workers run (default 0.1)",
+    )
+    a(
+        "--workers-stop-timeout",
+        dest="workers_stop_timeout",
+        metavar="S",
+        help="SIGTERM -> SIGKILL grace when stopping workers after a failure (default 15)",
+    )
+    a(
+        "--term-timeout",
+        dest="term_timeout",
+        metavar="S",
+        help="grace after forwarding a terminating signal before SIGKILL (default 25)",
+    )
+    a(
+        "--join-timeout",
+        dest="join_timeout",
+        metavar="S",
+        help="how long node 0 waits for every launcher to join a cycle (default 300)",
+    )
+    a(
+        "--rdzv-port",
+        dest="rdzv_port",
+        metavar="PORT",
+        help="port of node 0's rendezvous store (default derived from the job id)",
+    )
+    a(
+        "--forward-signals",
+        dest="forward_signals",
+        metavar="LIST",
+        help="signals forwarded to workers, comma list (default SIGTERM,SIGINT,SIGUSR1,SIGUSR2)",
+    )
+    a(
+        "--state-dir",
+        dest="state_dir",
+        metavar="DIR",
+        help="job state dir (default $SLURM_SUBMIT_DIR/.slurm_ft/<job>)",
+    )
+    a("--config", dest="config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
+    a("--dry-run", action="store_true", help="print topology and worker commands, start nothing")
+    # applog
+    a(
+        "--applog-prefix",
+        dest="applog_prefix",
+        metavar="/ABS/job.log",
+        help="per-cycle application log: /abs/job.log -> /abs/job_cycle<N>.log",
+    )
+    a(
+        "--applog-per-node",
+        dest="applog_per_node",
+        action="store_const",
+        const=True,
+        help="one log file per node and cycle (for file systems without atomic append)",
+    )
+    a("--tee", dest="tee", action="store_const", const=True, help="also echo worker output to stdout")
+    a(
+        "--local-ranks-filter",
+        dest="local_ranks_filter",
+        metavar="LIST",
+        help="local ranks echoed by --tee (comma list)",
+    )
+    a("--launcher-log", dest="launcher_log", metavar="FILE", help="file for the launcher's own events")
+    a(
+        "--quiet",
+        dest="quiet",
+        action="store_const",
+        const=True,
+        help="launcher events to the launcher log only, not stderr",
+    )
+    # progress
+    a(
+        "--checkpoint-iteration-file",
+        dest="checkpoint_iteration_file",
+        metavar="FILE",
+        help="trainer's latest-checkpointed-iteration file (enables the no-progress guard)",
+    )
+    a("--max-no-progress-cycles", dest="max_no_progress_cycles", metavar="N")
+    a("--min-progress-iterations", dest="min_progress_iterations", metavar="N")
+    # health
+    a(
+        "--health-checks",
+        dest="health_checks",
+        metavar="LIST|none",
+        help="checks before each join: nic,storage,gpu or none",
+    )
+    a("--nics", dest="nics", metavar="LIST", help="NICs that must be up (comma list, globs)")
+    a("--paths", dest="paths", metavar="LIST", help="paths that must be reachable (comma list)")
+    # what to run
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "-m", "--module", dest="module", action="store_true", help="run the target as 'python -m MODULE'"
+    )
+    mode.add_argument(
+        "--no-python",
+        "--no_python",
+        dest="no_python",
+        action="store_true",
+        help="run the target as a plain command, not a Python script",
+    )
+    a("target", metavar="SCRIPT", help="training script (or module, or command)")
+    a("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+CLI_KEYS: dict[str, str] = {
+    "nproc_per_node": "launch.nproc_per_node",
+    "max_restarts": "launch.max_restarts",
+    "monitor_interval": "launch.monitor_interval",
+    "workers_stop_timeout": "launch.workers_stop_timeout",
+    "term_timeout": "launch.term_timeout",
+    "join_timeout": "launch.join_timeout",
+    "rdzv_port": "launch.rdzv_port",
+    "forward_signals": "launch.forward_signals",
+    "state_dir": "state_dir",
+    "applog_prefix": "applog.prefix",
+    "applog_per_node": "applog.per_node",
+    "tee": "applog.tee",
+    "local_ranks_filter": "applog.local_ranks_filter",
+    "launcher_log": "applog.launcher_log",
+    "quiet": "applog.quiet",
+    "checkpoint_iteration_file": "progress.checkpoint_iteration_file",
+    "max_no_progress_cycles": "progress.max_no_progress_cycles",
+    "min_progress_iterations": "progress.min_progress_iterations",
+    "nics": "health.nics",
+    "paths": "health.paths",
+}
+
+
+def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
+    out = {key: getattr(ns, attr) for attr, key in CLI_KEYS.items() if getattr(ns, attr) is not None}
+    if ns.health_checks is not None:
+        text = ns.health_checks.strip().lower()
+        out["health.checks"] = [] if text == "none" else ns.health_checks
+    return out
+
+
+def _health_enabled(checks: Sequence[str]) -> bool:
+    return bool([c for c in checks if c.strip().lower() != "none"])
+
+
+def _entry(ns: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Any:
+    from slurm_ft.launch.workers import Entry
+
+    args = tuple(ns.args)
+    if ns.module:
+        return Entry("module", ns.target, args)
+    if ns.no_python:
+        target = ns.target
+        if "/" in target:
+            path = Path(cwd, target)
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise UsageError(f"command not found or not executable: {target}")
+        elif shutil.which(target, path=env.get("PATH", os.defpath)) is None:
+            raise UsageError(f"command not found on PATH: {target}")
+        return Entry("command", target, args)
+    if not Path(cwd, ns.target).is_file():
+        raise UsageError(f"training script not found: {ns.target}")
+    return Entry("script", ns.target, args)
+
+
+def _check_state_dir(path: Path) -> None:
+    """Writable, or exit 2 now: finding out after a training cycle would lose it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
+
+
+def _dry_run(cfg: Any, port: int, out: Any) -> None:
+    from slurm_ft.launch import workers as wk
+
+    job, topo = cfg.job, cfg.topo
+    w = out.write
+    w(f"{PROG} dry run: nothing is started\n")
+    w(
+        f"job: {job.job_key} attempt {job.attempt}; node {job.node_name} is node {job.node_rank} "
+        f"of {job.num_nodes} ({', '.join(job.hosts)})\n"
+    )
+    if job.num_nodes == 1:
+        w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
+    else:
+        w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
+    w(
+        f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
+        f"ranks {topo.ranks.start}-{topo.ranks.stop - 1} on this node\n"
+    )
+    launch = cfg.settings.launch
+    w(
+        f"restarts: max {launch.max_restarts} for the whole job; "
+        f"stop timeout {launch.workers_stop_timeout}s, term timeout {launch.term_timeout}s, "
+        f"join timeout {launch.join_timeout}s\n"
+    )
+    w(f"state dir: {cfg.state.path}\n")
+    checks = ", ".join(cfg.settings.health.checks) if cfg.health_checks else "none"
+    w(f"health checks before each join: {checks}\n")
+    cyc = wk.CycleEnv(
+        master_port="<chosen by node 0 each cycle>",
+        restart_count=0,
+        max_restarts=launch.max_restarts,
+        run_id=cfg.run_id,
+        cycle=0,
+        cycle_info=str(cfg.state.cycle_record(0)),
+    )
+    argv = cfg.entry.argv(cfg.python)
+    for local in range(topo.nproc_per_node):
+        rank = topo.global_rank(local)
+        env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
+        w(f"worker local_rank {local} rank {rank}:\n")
+        w(f"  cwd: {cfg.cwd}\n")
+        for key in sorted(env):
+            w(f"  {key}={env[key]}\n")
+        w(f"  command: {shlex.join(argv)}\n")
+    w("(MASTER_PORT, the cycle number and the restart count change every cycle)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("slurm-ft-launch: not implemented yet", file=sys.stderr)
-    return int(ExitCode.BAD_INPUT)
+    """``argv`` None: the real command. Its process then ends with ``os._exit`` once
+    everything is flushed: the interpreter's teardown of torch and of the store's
+    threads takes a second or more and would only delay the batch script."""
+    env = dict(os.environ)
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(args, env)
+        if argv is None and "torch" in sys.modules:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except config.ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+
+
+def _main(args: list[str], env: dict[str, str]) -> int:
+    from slurm_ft import health
+    from slurm_ft.launch import signals as sigmod
+    from slurm_ft.launch import workers as wk
+    from slurm_ft.slurm import SlurmEnvError, SlurmJob, rdzv_port
+
+    parser = build_parser()
+    if not args:
+        raise UsageError("no training script given; usage: slurm-ft-launch [options] SCRIPT [args]")
+    ns = parser.parse_args(args)
+    settings = config.load(env, ns.config, _cli_values(ns))
+    cwd = os.getcwd()
+    try:
+        job = SlurmJob.from_env(env)
+    except SlurmEnvError as exc:
+        raise UsageError(str(exc)) from None
+    health_on = _health_enabled(settings.health.checks)
+    if health_on:
+        health.validate(settings.health)
+    try:
+        sigs = tuple(int(s) for s in sigmod.parse_signals(settings.launch.forward_signals))
+    except ValueError as exc:
+        raise UsageError(f"{config.YAML_ROOT}.launch.forward_signals: {exc}") from None
+    if settings.applog.prefix:
+        from slurm_ft.launch.applog import cycle_log_path
+
+        try:
+            cycle_log_path(settings.applog.prefix, 0, None)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    from slurm_ft.launch import agent as agent_mod
+
+    try:
+        nproc = wk.resolve_nproc(
+            settings.launch.nproc_per_node,
+            slurm_gpus=job.gpus_on_node,
+            gpu_count=agent_mod.nvml_gpu_count,
+            cpu_count=os.cpu_count(),
+        )
+    except wk.NprocError as exc:
+        raise UsageError(str(exc)) from None
+    entry = _entry(ns, env, cwd)
+    state = statedir.resolve(job, settings.state_dir, cwd)
+    port_range = config.parse_port_range(settings.launch.rdzv_port_range)
+    try:
+        port = rdzv_port(job, port_range, settings.launch.rdzv_port)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if job.num_nodes == 1:
+        port = 0  # a single node keeps its store in process (no port, no torch import)
+    topo = wk.Topology(job.node_rank, job.num_nodes, nproc, job.master_addr)
+    cfg = agent_mod.AgentConfig(
+        job=job,
+        settings=settings,
+        entry=entry,
+        topo=topo,
+        state=state,
+        rdzv_port=port,
+        base_env=env,
+        python=sys.executable,
+        cwd=cwd,
+        health_checks=health_on,
+        run_id=agent_mod.run_id_for(job),
+        signals=sigs,
+    )
+    if not ns.dry_run:
+        helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
+        cfg = dataclasses.replace(cfg, spawn_helper=helper)
+    if ns.dry_run:
+        _dry_run(cfg, port, sys.stdout)
+        sys.stdout.flush()
+        return 0
+    _check_state_dir(state.path)
+    return _launch(cfg)
+
+
+def _launch(cfg: Any) -> int:
+    from slurm_ft.launch import agent as agent_mod
+    from slurm_ft.launch.eventlog import EventLog
+
+    # torch's C++ warnings (connection retries, a vanished peer) would bury our own lines;
+    # set for this process only: the workers get the environment captured above.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    s = cfg.settings.applog
+    events = EventLog(Path(s.launcher_log) if s.launcher_log else None, cfg.job.node_name, quiet=s.quiet)
+    try:
+        return agent_mod.run(cfg, events)
+    except agent_mod.BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except KeyboardInterrupt:
+        return 128 + int(signal.SIGINT)
+    except Exception as exc:
+        # One line for people; the traceback only into the launcher-log file, if any.
+        if s.launcher_log:
+            details = EventLog(Path(s.launcher_log), cfg.job.node_name, quiet=True)
+            details.event(f"launcher failed: {''.join(traceback.format_exception(exc))}")
+            details.close()
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(ExitCode.WORKERS_FAILED)
+    finally:
+        events.close()
 
 
 if __name__ == "__main__":

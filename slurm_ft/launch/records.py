@@ -1,0 +1,178 @@
+"""The cycle record and the job outcome record: their formats, in one place.
+
+The sbatch templates and people debugging a job read these files, and workers read the
+current cycle's record through ``SLURM_FT_CYCLE_INFO``, so the field names are a contract.
+Every record carries the ``run_uuid`` of the launcher attempt that wrote it: a peer whose
+state dir turns out to be shared with node 0 sees node 0's record (same uuid) and leaves
+it alone instead of overwriting it with its own partial view.
+
+Also here: reading torch's ``TORCHELASTIC_ERROR_FILE`` (written by ``@record``), because
+its message and traceback end up in the cycle record's ``first_failure``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurm_ft import atomicfile, exitcodes
+
+RECORD_VERSION = 1
+TRACEBACK_LIMIT = 16 * 1024
+
+# Cycle outcomes.
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+SIGNALLED = "signalled"
+LOST = "lost"  # the store host (node 0) was lost while the cycle ran
+ABORTED = "aborted"  # the launcher itself failed
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first failure of a cycle, anywhere in the job (first writer wins in the store).
+
+    ``kind`` is ``worker`` (a worker exited non-zero or by a signal), ``lost-node`` (a peer
+    launcher stopped heart-beating), ``signal`` (a launcher received a terminating signal) or
+    ``launcher`` (a launcher failed). Only ``worker`` failures can be retried: the others
+    mean a launcher is gone or going, and a fixed-size job cannot run without it.
+    """
+
+    kind: str
+    node: str
+    node_rank: int
+    time: float
+    rank: int | None = None
+    local_rank: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    detail: str = ""
+    message: str | None = None
+    traceback: str | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind == "worker"
+
+    def describe(self) -> str:
+        where = f"{self.node} (node {self.node_rank})"
+        if self.kind == "worker":
+            how = f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
+            text = f"rank {self.rank} (local {self.local_rank}) on {where}: {how}"
+            if self.message:
+                text += f": {self.message}"
+            return text
+        return f"{where}: {self.detail or self.kind}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Failure:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass
+class CycleRecord:
+    cycle: int
+    attempt: int
+    restart: int  # index of the cycle within this attempt == TORCHELASTIC_RESTART_COUNT
+    run_id: str
+    run_uuid: str
+    start_time: float
+    nodes: list[str]
+    world_size: int
+    nproc_per_node: int
+    master_addr: str
+    master_port: int
+    outcome: str = RUNNING
+    end_time: float | None = None
+    first_failure: dict[str, Any] | None = None
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CycleRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass
+class OutcomeRecord:
+    """How the launcher attempt ended. ``outcome`` is ``exitcodes.describe(exit_code)``."""
+
+    exit_code: int
+    outcome: str
+    reason: str
+    first_failure: dict[str, Any] | None
+    cycles: int  # cycles run (workers started) in this attempt
+    first_cycle: int | None
+    last_cycle: int | None
+    attempt: int
+    job_id: str | None
+    run_id: str
+    run_uuid: str
+    unhealthy_nodes: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    time: float = field(default_factory=time.time)
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> OutcomeRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+def make_outcome(exit_code: int, reason: str, **kw: Any) -> OutcomeRecord:
+    return OutcomeRecord(exit_code=exit_code, outcome=exitcodes.describe(exit_code), reason=reason, **kw)
+
+
+def write(path: Path, record: CycleRecord | OutcomeRecord) -> None:
+    atomicfile.write_json(path, record.to_json())
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A record as a dict, or None when missing or unreadable (a reader must never crash)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def written_by(path: Path, run_uuid: str) -> bool:
+    doc = read_json(path)
+    return doc is not None and doc.get("run_uuid") == run_uuid
+
+
+def read_error_file(path: Path) -> tuple[str | None, str | None]:
+    """(message, traceback) from a torchelastic error file, or (None, None).
+
+    ``@record`` writes ``{"message": {"message": ..., "extraInfo": {"py_callstack": ...}}}``;
+    older versions and hand-written files put a plain string in ``message``.
+    """
+    doc = read_json(path)
+    if doc is None:
+        return None, None
+    msg = doc.get("message")
+    if isinstance(msg, str):
+        return msg, None
+    if not isinstance(msg, dict):
+        return None, None
+    text = msg.get("message")
+    extra = msg.get("extraInfo") if isinstance(msg.get("extraInfo"), dict) else {}
+    tb = extra.get("py_callstack") if isinstance(extra, dict) else None
+    if isinstance(tb, str) and len(tb) > TRACEBACK_LIMIT:
+        tb = "..." + tb[-TRACEBACK_LIMIT:]
+    return (text if isinstance(text, str) else None), (tb if isinstance(tb, str) else None)

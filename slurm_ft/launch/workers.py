@@ -1,0 +1,403 @@
+"""The node's worker processes: their command, their environment, their start and stop.
+
+Each worker is the leader of its own session and process group, so a stop reaches every
+process it forked (data-loader workers, compile helpers) with one ``killpg``, and a
+terminal ^C reaches the launcher alone, which then forwards it. Each worker is also set to
+receive SIGKILL when the launcher dies (``PR_SET_PDEATHSIG``): a launcher killed with
+SIGKILL cannot clean up, and the kernel does it instead. PDEATHSIG fires when the
+*spawning thread* exits, which is why workers are only ever spawned from the main thread.
+
+Waiting is done on pidfds with ``select.poll`` so the launcher sleeps in the kernel while
+workers train (CPU well below 1% of a core) and still wakes the moment one of them exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+TORCHRUN_ROLE_NAME = "default"
+
+
+class NprocError(ValueError):
+    """``--nproc-per-node`` cannot be turned into a positive process count."""
+
+
+def resolve_nproc(
+    value: str,
+    *,
+    slurm_gpus: int | None,
+    gpu_count: Callable[[], int | None],
+    cpu_count: int | None,
+) -> int:
+    """``auto``: GPUs on the node (Slurm, then NVML) or 1; ``gpu``: GPUs or error; ``cpu``; N."""
+    text = value.strip().lower()
+    if text in ("auto", "gpu"):
+        gpus = slurm_gpus if slurm_gpus else gpu_count()
+        if gpus:
+            return int(gpus)
+        if text == "gpu":
+            raise NprocError("--nproc-per-node gpu: no GPUs found on this node (Slurm or NVML)")
+        return 1
+    if text == "cpu":
+        return max(1, cpu_count or 1)
+    try:
+        n = int(text)
+    except ValueError:
+        raise NprocError(
+            f"--nproc-per-node: expected a positive integer, 'auto', 'gpu' or 'cpu', got {value!r}"
+        ) from None
+    if n < 1:
+        raise NprocError(f"--nproc-per-node: must be >= 1, got {n}")
+    return n
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What each worker runs: a script, a module (``-m``) or a plain command (``--no-python``)."""
+
+    kind: str  # "script" | "module" | "command"
+    target: str
+    args: tuple[str, ...] = ()
+
+    def argv(self, python: str) -> list[str]:
+        if self.kind == "script":
+            return [python, "-u", self.target, *self.args]
+        if self.kind == "module":
+            return [python, "-u", "-m", self.target, *self.args]
+        return [self.target, *self.args]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where this node's workers sit in the job; ranks are stable across cycles."""
+
+    node_rank: int
+    num_nodes: int
+    nproc_per_node: int
+    master_addr: str
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.nproc_per_node
+
+    def global_rank(self, local_rank: int) -> int:
+        return self.node_rank * self.nproc_per_node + local_rank
+
+    @property
+    def ranks(self) -> range:
+        first = self.global_rank(0)
+        return range(first, first + self.nproc_per_node)
+
+
+@dataclass(frozen=True)
+class CycleEnv:
+    """The parts of the worker environment that change from cycle to cycle."""
+
+    master_port: int | str
+    restart_count: int
+    max_restarts: int
+    run_id: str
+    cycle: int
+    cycle_info: str
+
+
+def worker_env(
+    base: Mapping[str, str],
+    topo: Topology,
+    local_rank: int,
+    cyc: CycleEnv,
+    error_file: str,
+) -> dict[str, str]:
+    """The torchrun environment (plus SLURM_FT_CYCLE*) for one worker, on top of ``base``."""
+    env = dict(base)
+    rank = topo.global_rank(local_rank)
+    env.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(local_rank),
+            "WORLD_SIZE": str(topo.world_size),
+            "LOCAL_WORLD_SIZE": str(topo.nproc_per_node),
+            "GROUP_RANK": str(topo.node_rank),
+            "GROUP_WORLD_SIZE": str(topo.num_nodes),
+            "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(topo.world_size),
+            "ROLE_NAME": TORCHRUN_ROLE_NAME,
+            "MASTER_ADDR": topo.master_addr,
+            "MASTER_PORT": str(cyc.master_port),
+            "TORCHELASTIC_RESTART_COUNT": str(cyc.restart_count),
+            "TORCHELASTIC_MAX_RESTARTS": str(cyc.max_restarts),
+            "TORCHELASTIC_RUN_ID": cyc.run_id,
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_ERROR_FILE": error_file,
+            "SLURM_FT_CYCLE": str(cyc.cycle),
+            "SLURM_FT_CYCLE_INFO": cyc.cycle_info,
+        }
+    )
+    if "OMP_NUM_THREADS" not in base and topo.nproc_per_node > 1:
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    rank: int
+    local_rank: int
+    pid: int
+    exit_code: int | None  # None when ended by a signal
+    signal: str | None  # "SIGSEGV"
+    when: float  # wall clock, for the failure record
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by {self.signal}"
+        return f"exit code {self.exit_code}"
+
+
+def exit_from_status(status: int) -> tuple[int | None, str | None]:
+    """(exit code, signal name) from a ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"SIG{sig}"
+        return None, name
+    return os.waitstatus_to_exitcode(status), None
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def become_subreaper() -> None:
+    """Orphaned grandchildren of workers re-parent to the launcher, so cleanup can find them."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _make_preexec(launcher_pid: int) -> Callable[[], None]:
+    libc = _libc()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        # The launcher may have died between fork and prctl: then nobody would kill us.
+        if os.getppid() != launcher_pid:
+            os._exit(1)
+
+    return preexec
+
+
+@dataclass
+class Worker:
+    local_rank: int
+    rank: int
+    proc: subprocess.Popen[bytes]
+    pidfd: int
+    exit: WorkerExit | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+@dataclass
+class WorkerGroup:
+    """This node's workers of one cycle."""
+
+    workers: list[Worker] = field(default_factory=list)
+    started_at: float = 0.0  # monotonic time after the last spawn
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
+
+    def running(self) -> list[Worker]:
+        return [w for w in self.workers if w.exit is None]
+
+    def exits(self) -> list[WorkerExit]:
+        return [w.exit for w in self.workers if w.exit is not None]
+
+    def all_succeeded(self) -> bool:
+        return all(w.exit is not None and w.exit.ok for w in self.workers)
+
+    def wait(self, timeout: float, extra_fds: Iterable[int] = ()) -> list[WorkerExit]:
+        """Sleep until a worker exits, an extra fd is readable, or ``timeout``; reap exits."""
+        poller = select.poll()
+        by_fd = {}
+        for w in self.running():
+            poller.register(w.pidfd, select.POLLIN)
+            by_fd[w.pidfd] = w
+        for fd in extra_fds:
+            poller.register(fd, select.POLLIN)
+        try:
+            ready = poller.poll(max(0, int(timeout * 1000)))
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
+            ready = []
+        if not any(fd in by_fd for fd, _ in ready):
+            return []
+        return self.reap()
+
+    def reap(self) -> list[WorkerExit]:
+        """Collect every worker that has exited, lowest rank first."""
+        new: list[WorkerExit] = []
+        for w in self.running():
+            try:
+                pid, status = os.waitpid(w.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = w.pid, 0
+            if pid == 0:
+                continue
+            code, sig = exit_from_status(status)
+            w.proc.returncode = code if code is not None else -1
+            w.exit = WorkerExit(w.rank, w.local_rank, w.pid, code, sig, time.time())
+            with contextlib.suppress(OSError):
+                os.close(w.pidfd)
+            w.pidfd = -1
+            new.append(w.exit)
+        return new
+
+    def signal_groups(self, signum: int) -> None:
+        """Send ``signum`` to every worker's process group, exited leaders included."""
+        for w in self.workers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(w.pid, signum)
+
+    def stop(self, signum: int, timeout: float, extra_fds: Iterable[int] = ()) -> list[WorkerExit]:
+        """``signum`` to each group, SIGKILL after ``timeout``; nothing of the groups survives."""
+        new: list[WorkerExit] = []
+        if self.running():
+            self.signal_groups(signum)
+            deadline = time.monotonic() + timeout
+            while self.running():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                new.extend(self.wait(min(left, 1.0)))
+        self.signal_groups(signal.SIGKILL)
+        while self.running():
+            new.extend(self.wait(1.0))
+        return new
+
+    def kill_now(self) -> None:
+        """Last-resort cleanup on the way out of an exception: SIGKILL and reap."""
+        self.signal_groups(signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while self.running() and time.monotonic() < deadline:
+            self.wait(0.5)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    local_rank: int
+    rank: int
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
+    """The argv prefix that sets the parent-death signal in the child, or () for none.
+
+    ``Popen(preexec_fn=...)`` forces a full ``fork`` of the launcher, which with torch
+    loaded costs ~30 ms per worker (page tables), on the restart's critical path. Without
+    ``preexec_fn`` Python uses ``vfork`` (~0.3 ms); util-linux ``setpriv --pdeathsig``
+    then sets PR_SET_PDEATHSIG and execs the worker, which keeps it across ``exec``. Older
+    setpriv builds lack the option: then the launcher falls back to ``preexec_fn``.
+    """
+    if not setpriv:
+        return ()
+    try:
+        probe = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if "--pdeathsig" not in probe.stdout:
+        return ()
+    return (setpriv, "--pdeathsig", "SIGKILL", "--")
+
+
+def spawn(
+    specs: Sequence[WorkerSpec],
+    *,
+    cwd: str | None = None,
+    output_fds: Mapping[int, int] | None = None,
+    helper: Sequence[str] = (),
+) -> WorkerGroup:
+    """Start the workers; ``output_fds`` maps local rank -> write end for stdout+stderr.
+
+    ``helper`` (see :func:`pdeathsig_helper`) sets the parent-death signal; without one a
+    ``preexec_fn`` does it (and also closes the race of a launcher dying before it).
+    On a failure part-way (an unexecutable command) the workers already started are killed
+    and the error propagates, so a spawn never leaves half a group running.
+    """
+    group = WorkerGroup()
+    preexec = None if helper else _make_preexec(os.getpid())
+    try:
+        for spec in specs:
+            out = output_fds.get(spec.local_rank) if output_fds else None
+            proc = subprocess.Popen(
+                [*helper, *spec.argv],
+                env=dict(spec.env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                preexec_fn=preexec,
+                close_fds=True,
+            )
+            group.workers.append(Worker(spec.local_rank, spec.rank, proc, os.pidfd_open(proc.pid)))
+    except BaseException:
+        group.kill_now()
+        raise
+    group.started_at = time.monotonic()
+    return group
+
+
+def orphaned_children(self_pid: int) -> list[int]:
+    """Children of the launcher that are not workers any more (re-parented grandchildren)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{self_pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{self_pid}/task/{tid}/children") as fh:
+                out.extend(int(p) for p in fh.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def kill_orphans(self_pid: int, known: Iterable[int] = ()) -> list[int]:
+    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
+
+    ``known`` are children that are not ours to kill (none today; kept for the caller's
+    store thread helpers should they ever be processes).
+    """
+    skip = set(known)
+    killed = []
+    for pid in orphaned_children(self_pid):
+        if pid in skip:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    for pid in killed:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return killed

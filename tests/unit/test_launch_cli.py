@@ -1,0 +1,56 @@
+"""The command line: torchrun-compatible spellings, layering into settings, signal lists."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from slurm_ft import config
+from slurm_ft.cli import launch as cli
+from slurm_ft.launch.signals import parse_signals
+
+
+def parse(*args: str):
+    return cli.build_parser().parse_args(list(args))
+
+
+def test_torchrun_spellings_and_script_args_pass_through():
+    ns = parse(
+        "--nproc_per_node", "2", "--max_restarts", "1", "train.py", "--lr", "0.1", "--nproc-per-node", "9"
+    )
+    assert (ns.nproc_per_node, ns.max_restarts, ns.target) == ("2", "1", "train.py")
+    assert ns.args == ["--lr", "0.1", "--nproc-per-node", "9"]
+    ns = parse("-m", "pkg.train", "x")
+    assert ns.module and ns.target == "pkg.train" and ns.args == ["x"]
+    ns = parse("--no-python", "bash", "run.sh")
+    assert ns.no_python and ns.target == "bash"
+
+
+def test_cli_values_layer_over_env_and_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("slurm_ft:\n  launch:\n    max_restarts: 7\n    join_timeout: 9\n")
+    ns = parse("--config", str(f), "--max-restarts", "2", "--health-checks", "none", "t.py")
+    s = config.load({"SLURM_FT_LAUNCH_JOIN_TIMEOUT": "11"}, ns.config, cli._cli_values(ns))
+    assert (s.launch.max_restarts, s.launch.join_timeout, s.health.checks) == (2, 11.0, [])
+    assert not cli._health_enabled(s.health.checks)
+
+
+def test_parse_errors_are_usage_errors():
+    with pytest.raises(cli.UsageError):
+        parse("--max-restarts")
+
+
+def test_main_bad_input_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["--nproc-per-node", "x", "missing.py"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("slurm-ft-launch: error: ")
+
+
+def test_signal_lists():
+    assert parse_signals(["SIGTERM", "usr1", "12"]) == [signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
+    with pytest.raises(ValueError, match="unknown signal 'SIGNOPE'"):
+        parse_signals(["SIGNOPE"])
+    with pytest.raises(ValueError, match="SIGKILL cannot be forwarded"):
+        parse_signals(["KILL"])

@@ -1,0 +1,180 @@
+"""Pure decisions of the launcher: restart budget, stop reasons, nproc, worker environment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from slurm_ft.exitcodes import ExitCode
+from slurm_ft.launch import agent, workers
+from slurm_ft.launch.records import Failure
+from slurm_ft.statedir import StateDir
+
+
+def worker_failure(**kw) -> Failure:
+    base = dict(kind="worker", node="node1", node_rank=1, time=1.0, rank=3, local_rank=1, exit_code=7)
+    base.update(kw)
+    return Failure(**base)
+
+
+def decide(**kw) -> agent.Verdict:
+    args = dict(restart=0, max_restarts=3, previous_failure=None, unhealthy=[], lost=[], missing=[])
+    args.update(kw)
+    return agent.decide(**args)
+
+
+def test_first_cycle_runs():
+    assert decide() == agent.Verdict(True)
+
+
+def test_budget_counts_restarts_job_wide():
+    f = worker_failure()
+    assert decide(restart=3, max_restarts=3, previous_failure=f).run
+    v = decide(restart=4, max_restarts=3, previous_failure=f)
+    assert (v.run, v.exit_code) == (False, 1)
+    assert v.reason == (
+        "restart budget spent (3 restart(s), 4 cycle(s) failed); "
+        "last failure: rank 3 (local 1) on node1 (node 1): exit code 7"
+    )
+    assert decide(restart=1, max_restarts=0, previous_failure=f).exit_code == 1
+
+
+def test_unhealthy_wins_over_everything_with_94():
+    v = decide(unhealthy=[("node2", "storage: /lustre: timed out")], lost=["node1"], restart=9)
+    assert (v.run, v.exit_code, v.reason) == (False, 94, "unhealthy: node2: storage: /lustre: timed out")
+
+
+def test_lost_departed_or_missing_launchers_stop_with_1():
+    assert decide(lost=["node1"]) == agent.Verdict(False, 1, "lost launcher on node1")
+    gone = worker_failure(
+        kind="signal", rank=None, local_rank=None, exit_code=None, detail="launcher received SIGTERM"
+    )
+    v = decide(restart=1, previous_failure=gone)
+    assert (v.run, v.exit_code, v.reason) == (
+        False,
+        1,
+        "cannot restart: node1 (node 1): launcher received SIGTERM",
+    )
+    v = decide(missing=["node-rank-2"])
+    assert (v.run, v.exit_code, v.reason) == (False, 1, "join timeout: no launcher from node(s) node-rank-2")
+
+
+def test_failure_descriptions():
+    assert worker_failure(exit_code=None, signal="SIGSEGV").describe() == (
+        "rank 3 (local 1) on node1 (node 1): killed by SIGSEGV"
+    )
+    assert worker_failure(message="boom").describe().endswith("exit code 7: boom")
+    assert worker_failure().retryable
+    assert not worker_failure(kind="lost-node").retryable
+
+
+def test_exit_for_signal():
+    assert agent.exit_for_signal(signal.SIGTERM) == 143
+    assert agent.exit_for_signal(signal.SIGUSR1) == 138
+
+
+@pytest.mark.parametrize(
+    ("value", "slurm", "nvml", "cpus", "expected"),
+    [
+        ("auto", 4, None, 8, 4),
+        ("auto", None, 2, 8, 2),
+        ("auto", None, None, 8, 1),
+        ("gpu", None, 8, 8, 8),
+        ("cpu", None, None, 6, 6),
+        ("3", 8, 8, 8, 3),
+    ],
+)
+def test_resolve_nproc(value, slurm, nvml, cpus, expected):
+    assert workers.resolve_nproc(value, slurm_gpus=slurm, gpu_count=lambda: nvml, cpu_count=cpus) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "--nproc-per-node: must be >= 1, got 0"),
+        ("-2", "--nproc-per-node: must be >= 1, got -2"),
+        ("many", "--nproc-per-node: expected a positive integer, 'auto', 'gpu' or 'cpu', got 'many'"),
+        ("gpu", "--nproc-per-node gpu: no GPUs found on this node (Slurm or NVML)"),
+    ],
+)
+def test_resolve_nproc_rejects(value, message):
+    with pytest.raises(workers.NprocError) as info:
+        workers.resolve_nproc(value, slurm_gpus=None, gpu_count=lambda: None, cpu_count=4)
+    assert str(info.value) == message
+
+
+def test_worker_env_is_torchrun_env():
+    topo = workers.Topology(node_rank=2, num_nodes=3, nproc_per_node=4, master_addr="n0")
+    cyc = workers.CycleEnv(
+        master_port=29400,
+        restart_count=1,
+        max_restarts=3,
+        run_id="7-a0",
+        cycle=5,
+        cycle_info="/s/cycles/cycle5.json",
+    )
+    env = workers.worker_env(
+        {"PATH": "/bin", "MASTER_PORT": "1"}, topo, 3, cyc, "/s/errors/cycle5/rank11.json"
+    )
+    assert env == {
+        "PATH": "/bin",
+        "RANK": "11",
+        "LOCAL_RANK": "3",
+        "WORLD_SIZE": "12",
+        "LOCAL_WORLD_SIZE": "4",
+        "GROUP_RANK": "2",
+        "GROUP_WORLD_SIZE": "3",
+        "ROLE_RANK": "11",
+        "ROLE_WORLD_SIZE": "12",
+        "ROLE_NAME": "default",
+        "MASTER_ADDR": "n0",
+        "MASTER_PORT": "29400",
+        "TORCHELASTIC_RESTART_COUNT": "1",
+        "TORCHELASTIC_MAX_RESTARTS": "3",
+        "TORCHELASTIC_RUN_ID": "7-a0",
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCHELASTIC_ERROR_FILE": "/s/errors/cycle5/rank11.json",
+        "SLURM_FT_CYCLE": "5",
+        "SLURM_FT_CYCLE_INFO": "/s/cycles/cycle5.json",
+        "OMP_NUM_THREADS": "1",
+    }
+    assert topo.ranks == range(8, 12)
+    # a user's OMP_NUM_THREADS is kept; one worker gets none forced on it
+    assert workers.worker_env({"OMP_NUM_THREADS": "8"}, topo, 0, cyc, "e")["OMP_NUM_THREADS"] == "8"
+    single = workers.Topology(0, 1, 1, "127.0.0.1")
+    assert "OMP_NUM_THREADS" not in workers.worker_env({}, single, 0, cyc, "e")
+
+
+def test_entry_argv_like_torchrun():
+    assert workers.Entry("script", "t.py", ("--x",)).argv("/py") == ["/py", "-u", "t.py", "--x"]
+    assert workers.Entry("module", "pkg.train", ()).argv("/py") == ["/py", "-u", "-m", "pkg.train"]
+    assert workers.Entry("command", "./run.sh", ("a",)).argv("/py") == ["./run.sh", "a"]
+
+
+def test_exit_from_status_of_real_processes():
+    p = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    _, status = os.waitpid(p.pid, 0)
+    assert workers.exit_from_status(status) == (None, "SIGSEGV")
+    p = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"])
+    _, status = os.waitpid(p.pid, 0)
+    assert workers.exit_from_status(status) == (5, None)
+
+
+def test_next_cycle_continues_from_counter_or_records(tmp_path):
+    state = StateDir(tmp_path)
+    assert agent.read_next_cycle(state) == 0
+    agent.write_next_cycle(state, 4)
+    assert agent.read_next_cycle(state) == 4
+    state.cycles_dir.mkdir()
+    (state.cycles_dir / "cycle9.json").write_text("{}")
+    assert agent.read_next_cycle(state) == 10  # never reuse a cycle number
+    state.cycle_counter.write_text("garbage")
+    assert agent.read_next_cycle(state) == 10
+
+
+def test_exit_codes_are_the_contract():
+    assert int(ExitCode.UNHEALTHY) == 94 and int(ExitCode.NO_PROGRESS) == 93
