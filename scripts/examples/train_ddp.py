@@ -55,6 +55,7 @@ def parse() -> argparse.Namespace:
         default=os.environ.get("TRAIN_CRASH_BEFORE_CHECKPOINT") == "1",
     )
     p.add_argument("--segv", action="store_true", default=os.environ.get("TRAIN_SEGV") == "1")
+    p.add_argument("--crash-raise", action="store_true", default=os.environ.get("TRAIN_CRASH_RAISE") == "1")
     p.add_argument("--exit-code", type=int, default=int(os.environ.get("TRAIN_EXIT_CODE", "7")))
     p.add_argument(
         "--term-grace",
@@ -193,6 +194,8 @@ def main() -> int:
             if a.segv:
                 signal.signal(signal.SIGSEGV, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGSEGV)
+            if a.crash_raise:
+                raise RuntimeError(f"injected crash at step {step}")
             os._exit(a.exit_code)
         if step % a.ckpt_every == 0 or step == a.steps:
             save(step)
@@ -210,4 +213,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # As a real training script would: torch's @record writes an uncaught exception to
+    # TORCHELASTIC_ERROR_FILE (then re-raises), and the launcher reports it as the root cause.
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    sys.exit(record(main)())

@@ -103,12 +103,12 @@ def main() -> int:
         print(f"outcome: launcher exit {a.exit_code}")
     print("\nsee more:")
     if logs:
-        print(f"  less {logs[0]}                 # every rank's lines, prefixed like srun -l")
+        print(f"  less {logs[0]}  # every rank's lines, prefixed like srun -l")
     print(f"  slurm-ft-progress status --state-dir {a.state_dir}")
-    print(f"  ls {a.state_dir}                   # cycle records, outcome, ledger")
+    print(f"  ls {a.state_dir}  # cycle records, outcome, ledger")
     launcher_logs = sorted(a.log_dir.glob("launcher*.log"))
     if launcher_logs:
-        print(f"  less {launcher_logs[0]}          # the launchers' own events")
+        print(f"  less {launcher_logs[0]}  # the launchers' own events")
     if a.batch_output:
         print(f"  less {a.batch_output}")
     ok = outcome is not None and outcome.get("exit_code") == 0
