@@ -152,6 +152,41 @@ def test_crash_before_checkpoint_is_stopped_by_the_guard_across_requeues(slurm_c
 
 
 @pytest.mark.timeout(420)
+def test_job_that_checkpoints_between_crashes_is_requeued_until_it_finishes(slurm_cluster):
+    work = prepare(slurm_cluster, "progress")
+    # Rank 1 crashes in every cycle just after that cycle's first checkpoint: every cycle
+    # moves the iteration forward by 4, so the guard never stops the job.
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_ARGS="--steps 12 --ckpt-every 4",
+        TRAIN_CRASH_RANK="1",
+        NPROC_PER_NODE="1",
+        MAX_RESTARTS="1",
+        MAX_NO_PROGRESS_CYCLES="1",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=380)
+    out = batch_output(work)
+    # attempt 0: cycles 0 (0->4) and 1 (4->8) crash, budget spent -> requeued (progress);
+    # attempt 1: cycle 2 runs 8->12 and finishes.
+    assert fields["JobState"] == "COMPLETED", out
+    assert fields["Restarts"] == "1", out
+    assert _iteration(work) == 12
+    assert sorted(cycle_logs(work)) == [0, 1, 2]
+    assert outcome(work, job.job_id)["exit_code"] == 0
+    status = subprocess.run(
+        ["slurm-ft-progress", "check", "--state-dir", str(state_dir(work, job.job_id))],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(420)
 def test_unhealthy_node_is_excluded_from_the_next_attempt(slurm_cluster):
     work = prepare(slurm_cluster, "unhealthy")
     # A per-node storage path (%n is the Slurm node name): it exists for every node but
