@@ -1,0 +1,39 @@
+"""Rewrite the settings table of README.md from slurm_ft.config, never by hand.
+
+Usage: python scripts/lib/render_settings.py [README.md]
+A unit test renders the same block and compares, so the README cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from slurm_ft import config
+
+START = "<!-- SETTINGS:START -->"
+END = "<!-- SETTINGS:END -->"
+
+
+def settings_table() -> str:
+    rows = ["| YAML key | environment variable | default |", "|---|---|---|"]
+    for key, env, default in config.describe_keys():
+        rows.append(f"| `{key}` | `{env}` | `{default}` |")
+    return "\n".join(rows) + "\n"
+
+
+def render(text: str) -> str:
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise SystemExit(f"README.md: the markers {START} ... {END} are missing")
+    return text[: start + len(START)] + "\n" + settings_table() + text[end:]
+
+
+def main() -> int:
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path.write_text(render(path.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
