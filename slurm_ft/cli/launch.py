@@ -334,12 +334,13 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     from slurm_ft.launch import agent as agent_mod
+    from slurm_ft.launch.hostprobe import nvml_gpu_count
 
     try:
         nproc = wk.resolve_nproc(
             settings.launch.nproc_per_node,
             slurm_gpus=job.gpus_on_node,
-            gpu_count=agent_mod.nvml_gpu_count,
+            gpu_count=nvml_gpu_count,
             cpu_count=os.cpu_count(),
         )
     except wk.NprocError as exc:

@@ -1,10 +1,13 @@
 """The launcher's cycle loop: health, join, decide, run, watch, stop; repeat or finish.
 
-Policy lives in small pure functions (:func:`decide`, :func:`exit_for_signal`) so it can be
-tested as data; the store protocol lives in ``rendezvous``, process handling in
-``workers``, record formats in ``records``. This module wires them together and owns the
-one rule that matters most on the way out: whatever happens — success, failure, a
-signal, a bug in the launcher — no worker process group survives :func:`run`.
+Every other concern has its own module: the decisions, as pure functions tested as data,
+in ``policy``; the store protocol in ``rendezvous``; a peer's last resort against a frozen
+node 0 in ``watchdog``; process handling in ``workers``; record formats in ``records`` and
+where and when this launcher writes them in ``bookkeeping``; the job-wide cycle counter
+in ``cyclecount``; facts about the host (a free port, the GPU count) in ``hostprobe``.
+This module wires them together and owns the one rule that matters most on the way out:
+whatever happens — success, failure, a signal, a bug in the launcher — no worker process
+group survives :func:`run`.
 
 Decisions and their exit codes (every launcher of the attempt ends with the same code,
 except a launcher that received a terminating signal itself, which exits 128+N):
@@ -25,20 +28,20 @@ import contextlib
 import os
 import signal
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from slurm_ft import atomicfile, exitcodes, health
+from slurm_ft import health
 from slurm_ft.config import Settings
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import applog as applog_mod
-from slurm_ft.launch import records
+from slurm_ft.launch import cyclecount, hostprobe, policy, records, watchdog
 from slurm_ft.launch import rendezvous as rdzv
 from slurm_ft.launch import workers as wk
+from slurm_ft.launch.bookkeeping import Bookkeeper, RunState
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.records import Failure
 from slurm_ft.launch.signals import SignalBox
@@ -48,7 +51,6 @@ from slurm_ft.statedir import StateDir
 
 DECISION_GRACE_S = 30.0
 SIGNAL_LINGER_S = 2.0
-WATCHDOG_GRACE_S = 1.0
 
 
 class BadInput(Exception):
@@ -79,85 +81,6 @@ def run_id_for(job: SlurmJob) -> str:
     return f"{job.job_key}-a{job.attempt}"
 
 
-# --------------------------------------------------------------------------- pure policy
-
-
-@dataclass(frozen=True)
-class Verdict:
-    run: bool
-    exit_code: int = 0
-    reason: str = ""
-
-
-def decide(
-    *,
-    restart: int,
-    max_restarts: int,
-    previous_failure: Failure | None,
-    unhealthy: Sequence[tuple[str, str]],
-    lost: Sequence[str],
-    missing: Sequence[str],
-) -> Verdict:
-    """Node 0's decision before cycle ``restart`` (index within the attempt).
-
-    The progress guard is asked only when everything here says run, because asking it
-    records the start of a cycle in the ledger.
-    """
-    if unhealthy:
-        text = "; ".join(f"{node}: {detail}" for node, detail in unhealthy)
-        return Verdict(False, int(ExitCode.UNHEALTHY), f"unhealthy: {text}")
-    if lost:
-        return Verdict(False, int(ExitCode.WORKERS_FAILED), f"lost launcher on {', '.join(lost)}")
-    if previous_failure is not None and not previous_failure.retryable:
-        return Verdict(False, int(ExitCode.WORKERS_FAILED), f"cannot restart: {previous_failure.describe()}")
-    if missing:
-        return Verdict(
-            False,
-            int(ExitCode.WORKERS_FAILED),
-            f"join timeout: no launcher from node(s) {', '.join(missing)}",
-        )
-    if restart > max_restarts:
-        last = f"; last failure: {previous_failure.describe()}" if previous_failure else ""
-        return Verdict(
-            False,
-            int(ExitCode.WORKERS_FAILED),
-            f"restart budget spent ({max_restarts} restart(s), {restart} cycle(s) failed){last}",
-        )
-    return Verdict(True)
-
-
-def exit_for_signal(signum: int) -> int:
-    return exitcodes.for_signal(signum)
-
-
-def free_port() -> int:
-    """A port that is free right now on this host, for the workers' MASTER_PORT."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
-
-
-# --------------------------------------------------------------------------- cycle counter
-
-
-def read_next_cycle(state: StateDir) -> int:
-    """The first global cycle number of this attempt: the counter, or one past the highest
-    cycle record if the counter is missing or unreadable (never reuse a log file)."""
-    counter: int | None = None
-    with contextlib.suppress(OSError, ValueError):
-        counter = int(state.cycle_counter.read_text().strip())
-    highest = -1
-    with contextlib.suppress(OSError):
-        for p in state.cycles_dir.glob("cycle*.json"):
-            with contextlib.suppress(ValueError):
-                highest = max(highest, int(p.stem[len("cycle") :]))
-    return max(counter if counter is not None and counter >= 0 else 0, highest + 1)
-
-
-def write_next_cycle(state: StateDir, value: int) -> None:
-    atomicfile.write_bytes(state.cycle_counter, f"{value}\n".encode())
-
-
 # --------------------------------------------------------------------------- the loop
 
 
@@ -169,53 +92,6 @@ class WatchEnd:
     failure: Failure | None = None
     signum: int | None = None
     detail: str = ""
-
-
-@dataclass
-class _State:
-    first_cycle: int = 0
-    run_uuid: str = ""
-    cycles_run: int = 0
-    last_failure: Failure | None = None
-    private_records: bool | None = None  # peers: the state dir is not shared with node 0
-    nodes: list[str] = field(default_factory=list)
-    last_cycle: int | None = None
-    unhealthy_nodes: list[str] = field(default_factory=list)
-
-
-class StoreWatchdog(threading.Thread):
-    """A peer's last resort when node 0 freezes instead of dying.
-
-    A dead store host resets its connections and the main thread notices at its next
-    store call. A frozen or unreachable one answers nothing, and a blocked store call
-    cannot be interrupted, so the main thread may never get to notice. This thread does
-    no store I/O: once the heart-beat has been failing for ``grace`` seconds more, it
-    kills the worker groups and ends the launcher with exit 1.
-    """
-
-    def __init__(self, heartbeat: rdzv.Heartbeat, emergency: Callable[[str], None], grace: float) -> None:
-        super().__init__(name="slurm-ft-store-watchdog", daemon=True)
-        self._heartbeat = heartbeat
-        self._emergency = emergency
-        self._grace = grace
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        first_seen: float | None = None
-        while not self._stop_event.wait(0.25):
-            why = self._heartbeat.lost()
-            if why is None:
-                first_seen = None
-                continue
-            now = time.monotonic()
-            if first_seen is None:
-                first_seen = now
-            elif now - first_seen >= self._grace:
-                self._emergency(why)
-                return
-
-    def stop(self) -> None:
-        self._stop_event.set()
 
 
 class Agent:
@@ -235,16 +111,16 @@ class Agent:
         self.is_node0 = cfg.job.node_rank == 0
         self.client: rdzv.Client | None = None
         self.heartbeat: rdzv.Heartbeat | None = None
-        self.watchdog: StoreWatchdog | None = None
+        self.watchdog: watchdog.StoreWatchdog | None = None
         self.waiter: rdzv.HaltWaiter | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.monitor: rdzv.PeerMonitor | None = None
         self.group: wk.WorkerGroup | None = None
         self.tracker: ProgressTracker | None = None
-        self.st = _State()
+        self.st = RunState()
+        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, self.st, clock)
         self.baseline: Any = None
         self.current: int | None = None  # index of the cycle being joined or run
-        self.deferred: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -277,7 +153,7 @@ class Agent:
                 self.launch.heartbeat_timeout,
             )
             self.heartbeat.start()
-            self.watchdog = StoreWatchdog(self.heartbeat, self._emergency_exit, WATCHDOG_GRACE_S)
+            self.watchdog = watchdog.StoreWatchdog(self.heartbeat, self._emergency_exit, watchdog.GRACE_S)
             self.watchdog.start()
 
         if self.cfg.job.num_nodes > 1:
@@ -322,7 +198,7 @@ class Agent:
                 )
             except LedgerError as exc:
                 raise BadInput(str(exc)) from None
-            self.st.first_cycle = read_next_cycle(cfg.state)
+            self.st.first_cycle = cyclecount.read_next_cycle(cfg.state)
             self.st.run_uuid = uuid.uuid4().hex
             self.client.prepare(cfg.job.num_nodes, rdzv.Base(self.st.first_cycle, self.st.run_uuid))
             where = (
@@ -368,16 +244,7 @@ class Agent:
         if report.healthy or first is None:
             return None
         detail = f"{first.name}: {first.detail}"
-        path = self.cfg.state.unhealthy_record(self.cfg.job.node_name)
-        atomicfile.write_json(
-            path,
-            {
-                "node": self.cfg.job.node_name,
-                "reason": detail,
-                "time": self.clock(),
-                "report": report.to_json(),
-            },
-        )
+        self.books.own_unhealthy(detail, report.to_json())
         self.ev.event(f"node unhealthy: {detail}")
         return detail
 
@@ -415,7 +282,7 @@ class Agent:
         unhealthy_pairs = [(info.node_name, info.unhealthy) for info in infos if info and info.unhealthy]
         if self.monitor is not None:
             lost = [self._name(k) for k in sorted(self.monitor.lost())]
-        verdict = decide(
+        verdict = policy.decide(
             restart=i,
             max_restarts=self.launch.max_restarts,
             previous_failure=prev,
@@ -427,15 +294,10 @@ class Agent:
         if verdict.run and self.tracker is not None:
             reason = self.tracker.before_cycle(cycle)
             if reason is not None:
-                verdict = Verdict(False, int(ExitCode.NO_PROGRESS), f"no progress: {reason}")
+                verdict = policy.no_progress(reason)
         if not verdict.run:
             self.st.unhealthy_nodes = [node for node, _ in unhealthy_pairs]
-            for node, detail in unhealthy_pairs:
-                if node != self.cfg.job.node_name:
-                    atomicfile.write_json(
-                        self.cfg.state.unhealthy_record(node),
-                        {"node": node, "reason": detail, "time": now, "reported_by": self.cfg.job.node_name},
-                    )
+            self.books.peers_unhealthy(unhealthy_pairs, now)
             return rdzv.Decision(
                 "stop",
                 cycle,
@@ -449,7 +311,7 @@ class Agent:
         return rdzv.Decision(
             "run",
             cycle,
-            master_port=free_port(),
+            master_port=hostprobe.free_port(),
             start_time=now,
             nodes=tuple(names),
         )
@@ -466,11 +328,11 @@ class Agent:
             if decision.run:
                 # The start record must exist before workers read SLURM_FT_CYCLE_INFO; the
                 # counter can wait until they run (the records alone also give the number).
-                records.write(cfg.state.cycle_record(cycle), self._cycle_record(i, cycle, decision))
-                self.deferred.append(lambda: write_next_cycle(cfg.state, cycle + 1))
+                self.books.open_cycle(i, cycle, decision)
+                self.books.defer(lambda: cyclecount.write_next_cycle(cfg.state, cycle + 1))
             else:
-                self.flush_deferred()
-                records.write(cfg.state.outcome, self._outcome(decision.exit_code, decision.reason, decision))
+                self.books.flush()
+                self.books.write_outcome(decision.exit_code, decision.reason, decision)
             self.client.publish_decision(i, decision)
             return decision
         decision = self.client.wait_decision(
@@ -484,73 +346,17 @@ class Agent:
             raise rdzv.StoreLost("no decision from node 0 within the join timeout")
         self.st.nodes = list(decision.nodes)
         if i > 0:
-            self.deferred.append(lambda: self._peer_close_record(i - 1, cycle - 1))
+            self.books.defer(lambda: self._peer_close_record(i - 1, cycle - 1))
             if not decision.run:
-                self.flush_deferred()
+                self.books.flush()
         return decision
 
     # ------------------------------------------------------------------ records
 
-    def _cycle_record(self, i: int, cycle: int, d: rdzv.Decision) -> records.CycleRecord:
-        return records.CycleRecord(
-            cycle=cycle,
-            attempt=self.cfg.job.attempt,
-            restart=i,
-            run_id=self.cfg.run_id,
-            run_uuid=self.st.run_uuid,
-            start_time=d.start_time,
-            nodes=list(d.nodes),
-            world_size=self.cfg.topo.world_size,
-            nproc_per_node=self.cfg.topo.nproc_per_node,
-            master_addr=self.cfg.topo.master_addr,
-            master_port=d.master_port,
-        )
-
-    def _outcome(self, code: int, reason: str, d: rdzv.Decision | None = None) -> records.OutcomeRecord:
-        failure = self.st.last_failure
-        return records.make_outcome(
-            code,
-            reason,
-            first_failure=failure.to_json() if failure else None,
-            cycles=self.st.cycles_run,
-            first_cycle=self.st.first_cycle if self.st.cycles_run else None,
-            last_cycle=self.st.last_cycle,
-            attempt=self.cfg.job.attempt,
-            job_id=self.cfg.job.job_id,
-            run_id=self.cfg.run_id,
-            run_uuid=self.st.run_uuid,
-            unhealthy_nodes=list(d.unhealthy_nodes) if d else list(self.st.unhealthy_nodes),
-            nodes=list(d.nodes) if d and d.nodes else list(self.st.nodes),
-            time=self.clock(),
-        )
-
-    def _peer_open_record(self, i: int, cycle: int, d: rdzv.Decision) -> None:
-        path = self.cfg.state.cycle_record(cycle)
-        if self.st.private_records is None:
-            self.st.private_records = not records.written_by(path, self.st.run_uuid)
-        if self.st.private_records:
-            records.write(path, self._cycle_record(i, cycle, d))
-
     def _peer_close_record(self, i: int, cycle: int) -> None:
-        if not self.st.private_records or self.client is None:
-            return
-        result = self.client.result(i)
-        doc = records.read_json(self.cfg.state.cycle_record(cycle))
-        if result is None or doc is None:
-            return
-        rec = records.CycleRecord.from_json(doc)
-        rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
-        records.write(self.cfg.state.cycle_record(cycle), rec)
-
-    def _peer_outcome(self, code: int, reason: str, d: rdzv.Decision | None) -> None:
-        if self.is_node0:
-            return
-        if records.written_by(self.cfg.state.outcome, self.st.run_uuid):
-            return
-        if self.st.private_records is False:
-            return
-        with contextlib.suppress(OSError):
-            records.write(self.cfg.state.outcome, self._outcome(code, reason, d))
+        client = self.client
+        if client is not None:
+            self.books.peer_close(cycle, lambda: client.result(i))
 
     # ------------------------------------------------------------------ run + watch
 
@@ -719,7 +525,7 @@ class Agent:
         assert self.client is not None
         cfg = self.cfg
         if not self.is_node0:
-            self._peer_open_record(i, cycle, decision)
+            self.books.peer_open(i, cycle, decision)
         self.st.cycles_run += 1
         self.st.last_cycle = cycle
         self.ev.event(
@@ -729,7 +535,7 @@ class Agent:
         )
         group, app = self._spawn(i, cycle, decision)
         try:
-            self.flush_deferred()
+            self.books.flush()
             end = self._watch(i, cycle, group)
             if end.kind == "signal":
                 assert end.signum is not None
@@ -790,29 +596,21 @@ class Agent:
         """Record the cycle's end. After a failure, the record file is written once the next
         cycle's workers run: it is not on the restart's critical path. The ledger is, since
         the next decision reads it."""
-        rec = self._cycle_record(i, cycle, d)
-        rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
-        path = self.cfg.state.cycle_record(cycle)
         assert self.client is not None
         if result.outcome != records.SUCCEEDED:
             with contextlib.suppress(rdzv.StoreLost):
                 self.client.publish_result(i, result)
-            self.deferred.append(lambda: records.write(path, rec))
+            self.books.close_cycle(i, cycle, d, result, later=True)
             if self.tracker is not None:
                 self.tracker.after_cycle(cycle, result.outcome)
             return
-        records.write(path, rec)
+        self.books.close_cycle(i, cycle, d, result, later=False)
         if self.tracker is not None:
             self.tracker.after_cycle(cycle, result.outcome)
         self.st.last_failure = None
-        records.write(self.cfg.state.outcome, self._outcome(0, "all workers finished", d))
+        self.books.write_outcome(0, "all workers finished", d)
         with contextlib.suppress(rdzv.StoreLost):
             self.client.publish_result(i, result)
-
-    def flush_deferred(self) -> None:
-        """Write the bookkeeping files that were kept off the restart's critical path."""
-        while self.deferred:
-            self.deferred.pop(0)()
 
     def _finish_success(self, i: int, cycle: int, d: rdzv.Decision) -> int:
         assert self.client is not None
@@ -831,7 +629,7 @@ class Agent:
             result = None
         self.st.last_failure = None
         self._peer_close_record(i, cycle)
-        self._peer_outcome(0, "all workers finished", d)
+        self.books.peer_outcome(0, "all workers finished", d)
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
         return 0
@@ -875,14 +673,14 @@ class Agent:
                 assert self.client is not None
                 self.client.ack()
             self.st.unhealthy_nodes = list(d.unhealthy_nodes)
-            self._peer_outcome(d.exit_code, d.reason, d)
+            self.books.peer_outcome(d.exit_code, d.reason, d)
         return d.exit_code
 
     def _finish_signal(self, i: int, cycle: int, signum: int) -> int:
-        code = exit_for_signal(signum)
+        code = policy.exit_for_signal(signum)
         reason = f"{self.cfg.job.node_name} received {_signame(signum)}"
         if self.is_node0:
-            records.write(self.cfg.state.outcome, self._outcome(code, reason))
+            self.books.write_outcome(code, reason)
             # Peers that did not get the signal learn it at their next join.
             assert self.client is not None
             with contextlib.suppress(rdzv.StoreLost):
@@ -899,17 +697,17 @@ class Agent:
                 )
             self._linger(SIGNAL_LINGER_S)
         else:
-            self._peer_outcome(code, reason, None)
+            self.books.peer_outcome(code, reason, None)
         self.ev.event(f"exiting {code} after {_signame(signum)}")
         return code
 
     def _signalled_between_cycles(self) -> int:
         assert self.sig.received is not None
         signum = int(self.sig.received)
-        code = exit_for_signal(signum)
+        code = policy.exit_for_signal(signum)
         self.ev.event(f"received {_signame(signum)} between cycles; exiting {code}")
         if self.is_node0:
-            records.write(self.cfg.state.outcome, self._outcome(code, f"received {_signame(signum)}"))
+            self.books.write_outcome(code, f"received {_signame(signum)}")
         return code
 
     def _lost_store(self, detail: str, code: ExitCode | None) -> int:
@@ -917,7 +715,7 @@ class Agent:
             return self._signalled_between_cycles()
         exit_code = int(code if code is not None else ExitCode.WORKERS_FAILED)
         self.ev.event(f"lost the rendezvous store ({detail}); exiting {exit_code}")
-        self._peer_outcome(exit_code, f"lost node 0: {detail}", None)
+        self.books.peer_outcome(exit_code, f"lost node 0: {detail}", None)
         return exit_code
 
     def report_own_failure(self, detail: str) -> None:
@@ -979,30 +777,12 @@ def run(cfg: AgentConfig, events: EventLog) -> int:
         agent.cleanup()
         signals.close()
         with contextlib.suppress(Exception):
-            agent.flush_deferred()
-
-
-def nvml_gpu_count() -> int | None:
-    """GPUs NVML sees on this node, or None without NVML (no driver, no library)."""
-    try:
-        adapter = health.NvmlAdapter.open()
-    except Exception:
-        return None
-    try:
-        return int(adapter.device_count())
-    except Exception:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            adapter.close()
+            agent.books.flush()
 
 
 __all__ = [
     "AgentConfig",
     "BadInput",
-    "Verdict",
-    "decide",
-    "nvml_gpu_count",
     "run",
     "run_id_for",
 ]

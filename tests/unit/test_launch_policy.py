@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import agent, workers
+from slurm_ft.launch import cyclecount, policy, workers
 from slurm_ft.launch.records import Failure
 from slurm_ft.statedir import StateDir
 
@@ -21,14 +21,14 @@ def worker_failure(**kw) -> Failure:
     return Failure(**base)
 
 
-def decide(**kw) -> agent.Verdict:
+def decide(**kw) -> policy.Verdict:
     args = dict(restart=0, max_restarts=3, previous_failure=None, unhealthy=[], lost=[], missing=[])
     args.update(kw)
-    return agent.decide(**args)
+    return policy.decide(**args)
 
 
 def test_first_cycle_runs():
-    assert decide() == agent.Verdict(True)
+    assert decide() == policy.Verdict(True)
 
 
 def test_budget_counts_restarts_job_wide():
@@ -49,7 +49,7 @@ def test_unhealthy_wins_over_everything_with_94():
 
 
 def test_lost_departed_or_missing_launchers_stop_with_1():
-    assert decide(lost=["node1"]) == agent.Verdict(False, 1, "lost launcher on node1")
+    assert decide(lost=["node1"]) == policy.Verdict(False, 1, "lost launcher on node1")
     gone = worker_failure(
         kind="signal", rank=None, local_rank=None, exit_code=None, detail="launcher received SIGTERM"
     )
@@ -73,8 +73,8 @@ def test_failure_descriptions():
 
 
 def test_exit_for_signal():
-    assert agent.exit_for_signal(signal.SIGTERM) == 143
-    assert agent.exit_for_signal(signal.SIGUSR1) == 138
+    assert policy.exit_for_signal(signal.SIGTERM) == 143
+    assert policy.exit_for_signal(signal.SIGUSR1) == 138
 
 
 @pytest.mark.parametrize(
@@ -166,14 +166,14 @@ def test_exit_from_status_of_real_processes():
 
 def test_next_cycle_continues_from_counter_or_records(tmp_path):
     state = StateDir(tmp_path)
-    assert agent.read_next_cycle(state) == 0
-    agent.write_next_cycle(state, 4)
-    assert agent.read_next_cycle(state) == 4
+    assert cyclecount.read_next_cycle(state) == 0
+    cyclecount.write_next_cycle(state, 4)
+    assert cyclecount.read_next_cycle(state) == 4
     state.cycles_dir.mkdir()
     (state.cycles_dir / "cycle9.json").write_text("{}")
-    assert agent.read_next_cycle(state) == 10  # never reuse a cycle number
+    assert cyclecount.read_next_cycle(state) == 10  # never reuse a cycle number
     state.cycle_counter.write_text("garbage")
-    assert agent.read_next_cycle(state) == 10
+    assert cyclecount.read_next_cycle(state) == 10
 
 
 def test_exit_codes_are_the_contract():

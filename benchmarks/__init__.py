@@ -1,0 +1,1 @@
+"""Side-by-side measurements of slurm-ft against torchrun (``python -m benchmarks``)."""

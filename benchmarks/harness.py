@@ -1,0 +1,106 @@
+"""What every figure module gets: where things are, how many runs, one marker for cleanup."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import proc, stats
+
+REPO = Path(__file__).resolve().parent.parent
+WORKERS = Path(__file__).resolve().parent / "workers"
+
+
+@dataclass(frozen=True)
+class Context:
+    quick: bool
+    workdir: Path
+    marker: str
+    bin_dir: Path
+
+    @property
+    def python(self) -> str:
+        return sys.executable
+
+    def tool(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment for everything a benchmark starts: ours, tagged, no Slurm job."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_"))}
+        env.pop("MASTER_ADDR", None)
+        env.pop("MASTER_PORT", None)
+        env[proc.MARKER_ENV] = self.marker
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONPATH"] = str(REPO)
+        env.update(extra)
+        return env
+
+    def runs(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+    def scratch(self, name: str) -> Path:
+        """A fresh directory under the run's work dir."""
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.workdir))
+        return path
+
+
+@contextmanager
+def context(quick: bool) -> Iterator[Context]:
+    with tempfile.TemporaryDirectory(prefix="slurm-ft-bench-") as tmp:
+        ctx = Context(quick, Path(tmp), uuid.uuid4().hex, Path(sys.executable).parent)
+        try:
+            yield ctx
+        finally:
+            proc.reap_marked(ctx.marker)
+
+
+def repeat(fn: Callable[[], float], runs: int, warmup: int = 1) -> list[float]:
+    """Call ``fn`` ``warmup`` times (discarded: page cache, .pyc files), then ``runs`` times."""
+    for _ in range(warmup):
+        fn()
+    return [fn() for _ in range(runs)]
+
+
+@dataclass
+class Contest:
+    """Samples per contender; a contender that failed keeps its error instead."""
+
+    samples: dict[str, list[float]]
+    errors: dict[str, str]
+
+    def summary(self, name: str) -> stats.Summary | None:
+        values = self.samples.get(name)
+        return stats.summarize(values) if values else None
+
+    def error(self, *names: str) -> str | None:
+        found = [f"{n}: {self.errors[n]}" for n in names if n in self.errors]
+        return "; ".join(found) or None
+
+
+def interleave(fns: dict[str, Callable[[], float]], runs: int, warmup: int = 1) -> Contest:
+    """Alternate the contenders run by run, so drift on a shared machine hits both alike.
+
+    A contender that raises is dropped from later rounds and its error kept, so one broken
+    side still leaves the other side's figure (and a visible miss) in the table.
+    """
+    contest = Contest({name: [] for name in fns}, {})
+    for i in range(warmup + runs):
+        for name, fn in fns.items():
+            if name in contest.errors:
+                continue
+            try:
+                value = fn()
+            except Exception as exc:  # any failure of a contender is reported, not fatal
+                contest.errors[name] = f"{type(exc).__name__}: {exc}"
+                contest.samples[name] = []
+                continue
+            if i >= warmup:
+                contest.samples[name].append(value)
+    return contest

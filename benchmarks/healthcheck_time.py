@@ -1,0 +1,78 @@
+"""Figure 4: slurm-ft-healthcheck, process start to exit, healthy and with a hung path.
+
+This machine has no InfiniBand, so the NIC check reads a fixture sysfs tree (one
+ACTIVE/LinkUp mlx5 port) through the documented ``--sysfs-root``; the storage check
+probes a real directory. The hung case adds a FIFO: opening it for reading blocks until
+a writer appears, which none ever does, like a stat on a dead NFS server. torchrun has
+no health check, so there is nothing to compare with.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from benchmarks import proc
+from benchmarks.harness import Context, repeat
+from benchmarks.stats import Row, Target, error_row, summarize
+
+FIGURE = 4
+DEADLINE_S = 1.0
+SLACK_S = 0.5
+
+
+def fixture(root: Path) -> tuple[Path, Path, Path]:
+    """A sysfs tree with one healthy RDMA port, a readable directory, a FIFO that hangs."""
+    port = root / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    (port / "counters").mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "phys_state").write_text("5: LinkUp\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "counters" / "link_downed").write_text("0\n")
+    data = root / "data"
+    data.mkdir()
+    (data / "ckpt").write_text("x")
+    fifo = root / "hung"
+    os.mkfifo(fifo)
+    return root / "sys", data, fifo
+
+
+def _once(ctx: Context, sysfs: Path, paths: list[Path], expect_rc: int) -> float:
+    cmd = [
+        ctx.tool("slurm-ft-healthcheck"),
+        "--checks",
+        "nic,storage",
+        "--sysfs-root",
+        str(sysfs),
+        "--paths",
+        ",".join(str(p) for p in paths),
+        "--no-discover-mounts",
+        "--deadline",
+        f"{DEADLINE_S:g}",
+        "--json",
+    ]
+    finished = proc.run(cmd, ctx.env(), timeout=30)
+    if finished.returncode != expect_rc:
+        raise proc.BenchError(f"slurm-ft-healthcheck exited {finished.returncode}, expected {expect_rc}")
+    return finished.wall_s
+
+
+def run(ctx: Context) -> list[Row]:
+    sysfs, data, fifo = fixture(ctx.scratch("health"))
+    rows = []
+    healthy_metric = "health check, healthy node (nic + storage), start to exit"
+    try:
+        healthy = repeat(lambda: _once(ctx, sysfs, [data], 0), runs=ctx.runs(10, 5), warmup=2)
+        rows.append(Row(FIGURE, healthy_metric, "s", summarize(healthy), None, [Target("max", 0.25)]))
+    except proc.BenchError as exc:
+        rows.append(error_row(FIGURE, healthy_metric, str(exc), [Target("max", 0.25)]))
+    hung_metric = f"health check, one hung path, --deadline {DEADLINE_S:g}, start to exit"
+    hung_target = [Target("max", DEADLINE_S + SLACK_S)]
+    try:
+        hung = repeat(lambda: _once(ctx, sysfs, [data, fifo], 94), runs=ctx.runs(5, 2), warmup=0)
+        rows.append(
+            Row(FIGURE, hung_metric, "s", summarize(hung), None, hung_target, note="exit 94 (unhealthy)")
+        )
+    except proc.BenchError as exc:
+        rows.append(error_row(FIGURE, hung_metric, str(exc), hung_target))
+    return rows

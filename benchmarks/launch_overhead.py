@@ -1,0 +1,57 @@
+"""Figure 1: launch overhead. A trivial script on 2 workers, launcher start to exit.
+
+Both launchers run the same torch-free worker, so the difference is what each launcher
+does itself (its imports, its rendezvous, spawning, waiting, tearing down).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import launchers, proc
+from benchmarks.harness import WORKERS, Context, interleave
+from benchmarks.stats import Row, Target
+
+FIGURE = 1
+SCRIPT = WORKERS / "trivial.py"
+NPROC = 2
+
+
+def _check(name: str, finished: proc.Finished, stamps_dir: Path) -> float:
+    if finished.returncode != 0:
+        raise proc.BenchError(f"{name} exited {finished.returncode}")
+    ran = sorted(p.name for p in stamps_dir.iterdir())
+    if ran != [f"ran-r{r}" for r in range(NPROC)]:
+        raise proc.BenchError(f"{name}: workers that ran: {ran}")
+    return finished.wall_s
+
+
+def run(ctx: Context) -> list[Row]:
+    def torchrun_once() -> float:
+        stamps_dir = ctx.scratch("ran")
+        cmd = launchers.torchrun_standalone(ctx, NPROC, SCRIPT)
+        env = ctx.env(BENCH_STAMPS=str(stamps_dir))
+        return _check("torchrun", proc.run(cmd, env, timeout=120), stamps_dir)
+
+    def ours_once() -> float:
+        stamps_dir = ctx.scratch("ran")
+        env = launchers.ours_env(
+            ctx, nproc=NPROC, state_dir=ctx.scratch("state"), extra={"BENCH_STAMPS": str(stamps_dir)}
+        )
+        return _check("slurm-ft-launch", proc.run(launchers.ours(ctx, SCRIPT), env, timeout=120), stamps_dir)
+
+    contest = interleave(
+        {"ours": ours_once, "torchrun": torchrun_once}, runs=ctx.runs(5, 2), warmup=ctx.runs(1, 0)
+    )
+    return [
+        Row(
+            FIGURE,
+            "launch overhead: trivial script, 2 workers, start to exit",
+            "s",
+            contest.summary("ours"),
+            contest.summary("torchrun"),
+            [Target("ratio_max", 1.05)],
+            note="standalone, one node",
+            error=contest.error("ours", "torchrun"),
+        )
+    ]

@@ -1,0 +1,89 @@
+"""How each launcher is started, in one place: torchrun from the installed torch, and ours.
+
+Our launcher is configured through its ``SLURM_FT_*`` environment (the documented
+settings layer), and a simulated multi-node job through the ``SLURM_*`` variables srun
+would set, with real loopback addresses (127.0.1.N) as host names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.harness import Context
+
+
+def torchrun_standalone(ctx: Context, nproc: int, script: Path, extra: Sequence[str] = ()) -> list[str]:
+    return [ctx.tool("torchrun"), "--standalone", f"--nproc-per-node={nproc}", *extra, str(script)]
+
+
+def torchrun_c10d(
+    ctx: Context,
+    *,
+    nnodes: int,
+    nproc: int,
+    port: int,
+    is_host: bool,
+    run_id: str,
+    max_restarts: int,
+    script: Path,
+) -> list[str]:
+    return [
+        ctx.tool("torchrun"),
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        f"--rdzv-id={run_id}",
+        f"--rdzv-conf=is_host={str(is_host).lower()}",
+        f"--max-restarts={max_restarts}",
+        str(script),
+    ]
+
+
+def ours(ctx: Context, script: Path, extra: Sequence[str] = ()) -> list[str]:
+    return [ctx.tool("slurm-ft-launch"), *extra, str(script)]
+
+
+def ours_env(
+    ctx: Context,
+    *,
+    nproc: int,
+    state_dir: Path,
+    max_restarts: int = 0,
+    applog_prefix: Path | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    env = ctx.env(
+        SLURM_FT_LAUNCH_NPROC_PER_NODE=str(nproc),
+        SLURM_FT_LAUNCH_MAX_RESTARTS=str(max_restarts),
+        SLURM_FT_STATE_DIR=str(state_dir),
+    )
+    if applog_prefix is not None:
+        env["SLURM_FT_APPLOG_PREFIX"] = str(applog_prefix)
+    env.update(extra or {})
+    return env
+
+
+def simulated_node(job_id: str, nnodes: int, node_rank: int, submit_dir: Path) -> dict[str, str]:
+    """The SLURM_* variables ``srun --ntasks-per-node=1`` sets on node ``node_rank``."""
+    nodelist = f"127.0.1.[1-{nnodes}]" if nnodes > 1 else "127.0.1.1"
+    return {
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOBID": job_id,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(nnodes),
+        "SLURM_NNODES": str(nnodes),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_NUM_NODES": str(nnodes),
+        "SLURM_STEP_NUM_TASKS": str(nnodes),
+        "SLURM_STEP_TASKS_PER_NODE": f"1(x{nnodes})",
+        "SLURM_TASKS_PER_NODE": f"1(x{nnodes})",
+        "SLURM_NTASKS": str(nnodes),
+        "SLURM_NODEID": str(node_rank),
+        "SLURM_PROCID": str(node_rank),
+        "SLURM_LOCALID": "0",
+        "SLURMD_NODENAME": f"127.0.1.{node_rank + 1}",
+        "SLURM_SUBMIT_DIR": str(submit_dir),
+    }

@@ -1,0 +1,142 @@
+"""Figure 2: restart latency. 2 simulated nodes x 2 workers; one worker dies.
+
+Latency is the time from the worker's own death stamp (written just before
+``os._exit(1)``) to the start stamp of the last worker of the next cycle, both
+``time.time()`` on this one machine. Each worker takes its start stamp at its first
+statement, so the figure includes the interpreter start-up of the new workers; that
+start-up, which no launcher can avoid, is measured on its own and shown on its own row.
+
+torchrun: two agents, c10d rendezvous on one TCPStore, ``--max-restarts=1``.
+slurm-ft: two launchers, each with the SLURM_* environment of one node of a 2-node step.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+from benchmarks import launchers, proc
+from benchmarks.harness import WORKERS, Context, interleave, repeat
+from benchmarks.stats import Row, Target, summarize
+from benchmarks.workers import stamps
+
+FIGURE = 2
+SCRIPT = WORKERS / "restart_worker.py"
+PROBE = WORKERS / "startup_probe.py"
+NNODES, NPROC = 2, 2
+VICTIM = 3  # node 1, local rank 1: the failure has to cross nodes to reach node 0
+TIMEOUT = 180.0
+
+
+def latency(directory: Path) -> float:
+    found = stamps.read_all(directory)
+    deaths = [v for k, v in found.items() if k.startswith("death-c0-")]
+    restarted = [v for k, v in found.items() if k.startswith("start-c1-")]
+    if len(deaths) != 1 or len(restarted) != NNODES * NPROC:
+        raise proc.BenchError(f"expected 1 death and {NNODES * NPROC} next-cycle starts, got {sorted(found)}")
+    return max(restarted) - deaths[0]
+
+
+def _run_agents(ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]], log: Path) -> None:
+    started = []
+    with open(log, "ab") as out:
+        for cmd, env in cmds_envs:
+            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
+        try:
+            results = [proc.finish(p, w, t, TIMEOUT) for p, w, t in started]
+        finally:
+            for p, _, _ in started:
+                if p.poll() is None:
+                    proc.kill_group(p)
+            # Runs are sequential: anything of ours still alive is a leftover worker.
+            proc.reap_marked(ctx.marker)
+    codes = [r.returncode for r in results]
+    if any(codes):
+        tail = log.read_text(errors="replace")[-600:]
+        raise proc.BenchError(f"exit codes {codes}; log tail: {tail!r}")
+
+
+def torchrun_once(ctx: Context) -> float:
+    directory = ctx.scratch("stamps")
+    port, run_id = proc.free_port(), uuid.uuid4().hex[:8]
+    env = ctx.env(BENCH_STAMPS=str(directory), BENCH_VICTIM_RANK=str(VICTIM))
+    cmds = [
+        (
+            launchers.torchrun_c10d(
+                ctx,
+                nnodes=NNODES,
+                nproc=NPROC,
+                port=port,
+                is_host=node == 0,
+                run_id=run_id,
+                max_restarts=1,
+                script=SCRIPT,
+            ),
+            env,
+        )
+        for node in range(NNODES)
+    ]
+    _run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    return latency(directory)
+
+
+def ours_once(ctx: Context) -> float:
+    directory = ctx.scratch("stamps")
+    submit = ctx.scratch("submit")
+    port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
+    cmds = []
+    for node in range(NNODES):
+        env = launchers.ours_env(
+            ctx,
+            nproc=NPROC,
+            state_dir=submit / "state",
+            max_restarts=1,
+            extra={
+                **launchers.simulated_node(job_id, NNODES, node, submit),
+                "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
+                "BENCH_STAMPS": str(directory),
+                "BENCH_VICTIM_RANK": str(VICTIM),
+            },
+        )
+        cmds.append((launchers.ours(ctx, SCRIPT), env))
+    _run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    return latency(directory)
+
+
+def startup_once(ctx: Context) -> float:
+    directory = ctx.scratch("probe")
+    finished = proc.run([ctx.python, str(PROBE)], ctx.env(BENCH_STAMPS=str(directory)), timeout=30)
+    if finished.returncode != 0:
+        raise proc.BenchError(f"start-up probe exited {finished.returncode}")
+    (value,) = stamps.read_all(directory).values()
+    return value - finished.started
+
+
+def run(ctx: Context) -> list[Row]:
+    contest = interleave(
+        {"ours": lambda: ours_once(ctx), "torchrun": lambda: torchrun_once(ctx)},
+        runs=ctx.runs(3, 1),
+        warmup=ctx.runs(1, 0),
+    )
+    startup = repeat(lambda: startup_once(ctx), runs=ctx.runs(7, 3), warmup=1)
+    return [
+        Row(
+            FIGURE,
+            "restart latency: worker death to last next-cycle worker started (2 nodes x 2)",
+            "s",
+            contest.summary("ours"),
+            contest.summary("torchrun"),
+            [Target("max", 0.5, strict=True), Target("ratio_max", 0.3)],
+            note="includes the new workers' interpreter start-up (next row)",
+            error=contest.error("ours", "torchrun"),
+        ),
+        Row(
+            FIGURE,
+            "  of which worker interpreter start-up (spawn to first statement, no launcher)",
+            "s",
+            summarize(startup),
+            None,
+            note="property of the worker, same under both launchers",
+        ),
+    ]

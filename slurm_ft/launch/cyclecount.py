@@ -1,0 +1,31 @@
+"""The job-wide cycle counter in the state dir.
+
+Cycle numbers continue across Slurm requeues so that no per-cycle log or record is ever
+reused; the counter file is only a shortcut, the cycle records themselves are the truth
+when it is missing or damaged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from slurm_ft import atomicfile
+from slurm_ft.statedir import StateDir
+
+
+def read_next_cycle(state: StateDir) -> int:
+    """The first global cycle number of this attempt: the counter, or one past the highest
+    cycle record if the counter is missing or unreadable (never reuse a log file)."""
+    counter: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        counter = int(state.cycle_counter.read_text().strip())
+    highest = -1
+    with contextlib.suppress(OSError):
+        for p in state.cycles_dir.glob("cycle*.json"):
+            with contextlib.suppress(ValueError):
+                highest = max(highest, int(p.stem[len("cycle") :]))
+    return max(counter if counter is not None and counter >= 0 else 0, highest + 1)
+
+
+def write_next_cycle(state: StateDir, value: int) -> None:
+    atomicfile.write_bytes(state.cycle_counter, f"{value}\n".encode())
