@@ -47,6 +47,7 @@ KEY_ROOT = "slurm_ft"
 CONNECT_ATTEMPT_S = 2.0
 FAST_POLL_S = 0.005
 FAST_POLL_PERIOD_S = 2.0
+WAIT_CHUNK_S = 0.2
 
 
 class StoreLost(Exception):
@@ -361,6 +362,50 @@ class Client:
             if time.monotonic() > fast_until:
                 interval = min(interval * 1.5, max_interval)
 
+    def _get_when_set(
+        self,
+        key: str,
+        *,
+        deadline: float,
+        abort: Callable[[], bool],
+        sleep: Callable[[float], None],
+        max_interval: float,
+    ) -> bytes | None:
+        """The value of ``key`` once someone sets it; None on deadline.
+
+        With many launchers, all of them polling node 0's store for the same key is what
+        makes a cycle slow (the store host answers thousands of requests while node 0
+        itself is trying to read the join records). A blocking ``wait`` costs the store
+        nothing until the key appears and wakes every waiter at once. It is taken in
+        short chunks so that a signal (``abort``) is noticed within one chunk.
+        """
+        if not hasattr(self._store, "wait"):  # the in-memory store of a single node
+            return self._poll_until(
+                lambda: self._op(lambda: self._store.get(key)) if self._check(key) else None,
+                deadline=deadline,
+                abort=abort,
+                sleep=sleep,
+                max_interval=max_interval,
+            )
+        while True:
+            if abort():
+                raise Interrupted()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if self._wait([key], min(WAIT_CHUNK_S, left)):
+                return self._op(lambda: self._store.get(key))
+
+    def _wait(self, keys: list[str], timeout: float) -> bool:
+        """Block until every key is set (True) or ``timeout`` passes (False)."""
+        try:
+            self._store.wait(keys, datetime.timedelta(seconds=timeout))
+        except RuntimeError as exc:
+            if "timeout" in str(exc).lower():
+                return False
+            raise StoreLost(f"rendezvous store unreachable: {str(exc).splitlines()[0]}") from None
+        return True
+
     # ----------------------------------------------------------------- node 0 writes
 
     def prepare(self, num_nodes: int, base: Base) -> None:
@@ -386,9 +431,8 @@ class Client:
     def wait_base(
         self, *, deadline: float, abort: Callable[[], bool], sleep: Callable[[float], None]
     ) -> Base | None:
-        key = self.keys.base
-        raw = self._poll_until(
-            lambda: self._op(lambda: self._store.get(key)) if self._check(key) else None,
+        raw = self._get_when_set(
+            self.keys.base,
             deadline=deadline,
             abort=abort,
             sleep=sleep,
@@ -414,6 +458,8 @@ class Client:
 
     def join_records(self, i: int, num_nodes: int) -> list[JoinInfo | None]:
         keys = [self.keys.join(i, n) for n in range(num_nodes)]
+        if self._op(lambda: self._store.check(keys)):  # the usual case: one round trip each
+            return [_load(JoinInfo, raw) for raw in self._op(lambda: self._store.multi_get(keys))]
         present = [self._check(k) for k in keys]
         have = [k for k, p in zip(keys, present, strict=True) if p]
         raws = iter(self._op(lambda: self._store.multi_get(have)) if have else [])
@@ -428,9 +474,8 @@ class Client:
         sleep: Callable[[float], None],
         max_interval: float,
     ) -> Decision | None:
-        key = self.keys.decision(i)
-        raw = self._poll_until(
-            lambda: self._op(lambda: self._store.get(key)) if self._check(key) else None,
+        raw = self._get_when_set(
+            self.keys.decision(i),
             deadline=deadline,
             abort=abort,
             sleep=sleep,
@@ -451,13 +496,7 @@ class Client:
 
     def wait_halt(self, i: int, timeout: float) -> bool:
         """Block until cycle i is halted (True) or ``timeout`` passes (False)."""
-        try:
-            self._store.wait([self.keys.halt(i)], datetime.timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            if "timeout" in str(exc).lower():
-                return False
-            raise StoreLost(f"rendezvous store unreachable: {str(exc).splitlines()[0]}") from None
-        return True
+        return self._wait([self.keys.halt(i)], timeout)
 
     def mark_done(self, i: int) -> None:
         self._op(lambda: self._store.add(self.keys.done(i), 1))
@@ -477,9 +516,8 @@ class Client:
         abort: Callable[[], bool],
         sleep: Callable[[float], None],
     ) -> CycleResult | None:
-        key = self.keys.result(i)
-        raw = self._poll_until(
-            lambda: self._op(lambda: self._store.get(key)) if self._check(key) else None,
+        raw = self._get_when_set(
+            self.keys.result(i),
             deadline=deadline,
             abort=abort,
             sleep=sleep,
