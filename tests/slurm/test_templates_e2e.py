@@ -77,6 +77,12 @@ def batch_output(work: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(work.glob("slurm-*.out")))
 
 
+def progress_check(work: Path, job_id: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """What the requeue guard of a batch script would say now."""
+    cmd = ["slurm-ft-progress", "check", "--state-dir", str(state_dir(work, job_id))]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+
 def exit_code(fields: dict[str, str]) -> int:
     return int(fields.get("ExitCode", "0:0").split(":")[0])
 
@@ -140,13 +146,7 @@ def test_crash_before_checkpoint_is_stopped_by_the_guard_across_requeues(slurm_c
     assert "stopped for good: no progress" in out
     # Stopped for good: it stays finished and is not requeued again.
     assert slurm_cluster.job_state(job.job_id) in ("FAILED", "COMPLETED")
-    status = subprocess.run(
-        ["slurm-ft-progress", "check", "--state-dir", str(state_dir(work, job.job_id))],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    status = progress_check(work, job.job_id, env)
     assert status.returncode == 93, status.stderr
     slurm_cluster.assert_no_user_processes()
 
@@ -175,13 +175,7 @@ def test_job_that_checkpoints_between_crashes_is_requeued_until_it_finishes(slur
     assert _iteration(work) == 12
     assert sorted(cycle_logs(work)) == [0, 1, 2]
     assert outcome(work, job.job_id)["exit_code"] == 0
-    status = subprocess.run(
-        ["slurm-ft-progress", "check", "--state-dir", str(state_dir(work, job.job_id))],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    status = progress_check(work, job.job_id, env)
     assert status.returncode == 0, status.stdout + status.stderr
     slurm_cluster.assert_no_user_processes()
 
