@@ -221,8 +221,13 @@ def validate(settings: Settings) -> None:
             f"{YAML_ROOT}.applog.line_cap_bytes: must be >= 64, got {settings.applog.line_cap_bytes}"
         )
     applog = settings.applog
-    if applog.prefix is not None and not applog.prefix.startswith("/"):
-        raise ConfigError(f"{YAML_ROOT}.applog.prefix: must be an absolute path, got {applog.prefix!r}")
+    if applog.prefix is not None:
+        from slurm_ft.launch.applog import check_prefix
+
+        try:
+            check_prefix(applog.prefix)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.applog.prefix: {exc}") from None
     if applog.drain_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.applog.drain_timeout: must be > 0, got {applog.drain_timeout}")
     if applog.local_ranks_filter is not None and any(r < 0 for r in applog.local_ranks_filter):

@@ -20,25 +20,17 @@ import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from slurm_ft import config, statedir
+from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
 
 PROG = "slurm-ft-launch"
 
 
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = UsageParser(
         prog=PROG,
         description="Per-node launcher with in-job restarts coordinated across all nodes "
         "(run it under 'srun --ntasks-per-node=1').",
@@ -326,13 +318,6 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         sigs = tuple(int(s) for s in sigmod.parse_signals(settings.launch.forward_signals))
     except ValueError as exc:
         raise UsageError(f"{config.YAML_ROOT}.launch.forward_signals: {exc}") from None
-    if settings.applog.prefix:
-        from slurm_ft.launch.applog import cycle_log_path
-
-        try:
-            cycle_log_path(settings.applog.prefix, 0, None)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
     from slurm_ft.launch import agent as agent_mod
     from slurm_ft.launch.hostprobe import nvml_gpu_count
 
@@ -390,22 +375,32 @@ def _launch(cfg: Any) -> int:
     s = cfg.settings.applog
     events = EventLog(Path(s.launcher_log) if s.launcher_log else None, cfg.job.node_name, quiet=s.quiet)
     try:
-        return agent_mod.run(cfg, events)
+        ending = agent_mod.run(cfg, events)
     except agent_mod.BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     except KeyboardInterrupt:
         return 128 + int(signal.SIGINT)
-    except Exception as exc:
-        # One line for people; the traceback only into the launcher-log file, if any.
-        if s.launcher_log:
-            details = EventLog(Path(s.launcher_log), cfg.job.node_name, quiet=True)
-            details.event(f"launcher failed: {''.join(traceback.format_exception(exc))}")
-            details.close()
-        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # outside the cycle (setting up or tearing down the agent)
+        _internal_error(cfg, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
         return int(ExitCode.WORKERS_FAILED)
     finally:
         events.close()
+    if ending.internal_error is not None:
+        _internal_error(cfg, ending.internal_error, ending.traceback or "")
+    return ending.exit_code
+
+
+def _internal_error(cfg: Any, error: str, details: str) -> None:
+    """One line for people; the traceback only into the launcher-log file, if any."""
+    from slurm_ft.launch.eventlog import EventLog
+
+    log = cfg.settings.applog.launcher_log
+    if log:
+        file_only = EventLog(Path(log), cfg.job.node_name, quiet=True)
+        file_only.event(f"launcher failed: {details}")
+        file_only.close()
+    print(f"{PROG}: internal error: {error}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,6 @@ class WorkerGroup:
     """This node's workers of one cycle."""
 
     workers: list[Worker] = field(default_factory=list)
-    started_at: float = 0.0  # monotonic time after the last spawn
 
     @property
     def pids(self) -> list[int]:
@@ -228,9 +227,6 @@ class WorkerGroup:
 
     def running(self) -> list[Worker]:
         return [w for w in self.workers if w.exit is None]
-
-    def exits(self) -> list[WorkerExit]:
-        return [w.exit for w in self.workers if w.exit is not None]
 
     def all_succeeded(self) -> bool:
         return all(w.exit is not None and w.exit.ok for w in self.workers)
@@ -363,7 +359,6 @@ def spawn(
     except BaseException:
         group.kill_now()
         raise
-    group.started_at = time.monotonic()
     return group
 
 
@@ -383,17 +378,10 @@ def orphaned_children(self_pid: int) -> list[int]:
     return out
 
 
-def kill_orphans(self_pid: int, known: Iterable[int] = ()) -> list[int]:
-    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
-
-    ``known`` are children that are not ours to kill (none today; kept for the caller's
-    store thread helpers should they ever be processes).
-    """
-    skip = set(known)
+def kill_orphans(self_pid: int) -> list[int]:
+    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren)."""
     killed = []
     for pid in orphaned_children(self_pid):
-        if pid in skip:
-            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
