@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from slurm_ft.config import HealthSettings
 from slurm_ft.health import nic
 
 
@@ -112,3 +113,16 @@ class NicMonitor:
             self.down_total.setdefault(key, 0)
         self._last = current
         return events
+
+
+def from_settings(health: HealthSettings, now: float) -> NicMonitor | None:
+    """The monitor ``health.nic_monitor`` asks for, over the ports ``health.nics`` selects."""
+    if not health.nic_monitor:
+        return None
+    return NicMonitor(
+        health.sysfs_root,
+        health.nics,
+        interval=health.nic_monitor_interval,
+        fatal=health.nic_monitor_fatal,
+        now=now,
+    )
