@@ -99,6 +99,17 @@ class NicMonitor:
     def up(self) -> dict[str, bool]:
         return {key: port.up for key, port in self._last.items()}
 
+    def rebase(self, now: float) -> None:
+        """Take the ports as they are now as the reference, reporting nothing; counters stay.
+
+        For the start of each watch phase: what happened while workers were stopped is the
+        pre-join health check's business, not a failure of the new cycle.
+        """
+        self._last = self._read()
+        for key in self._last:
+            self.down_total.setdefault(key, 0)
+        self._next = now + self._interval
+
     def sample(self, now: float) -> list[NicEvent]:
         """Events since the last sample; [] (and no sysfs read) before ``interval`` has passed."""
         if now < self._next:

@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
+from slurm_ft import config
 from slurm_ft.health import prom
-from slurm_ft.health.nicmonitor import NicChange, NicMonitor
+from slurm_ft.health.nicmonitor import NicChange, NicMonitor, from_settings
 from tests.support import fake_sysfs
 
 pytestmark = pytest.mark.timeout(20)
@@ -75,3 +76,34 @@ def test_prometheus_rendering_of_the_counters():
     assert 'slurm_ft_health_nic_down_events_total{node="gpu-n1",port="mlx5_1/1"} 2' in text
     assert 'slurm_ft_health_nic_up{node="gpu-n1",port="mlx5_1/1"} 0' in text
     assert "# TYPE slurm_ft_health_nic_down_events_total counter" in text
+
+
+def test_rebase_forgets_changes_between_cycles_but_keeps_the_counts(tmp_path):
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1)
+    mon = monitor(tmp_path)
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1, state="DOWN", phys="Polling", link_downed=1)
+    assert [e.change for e in mon.sample(105.0)] == [NicChange.DOWN]
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1, link_downed=3)  # back up, flapped once more meanwhile
+    mon.rebase(200.0)
+    assert mon.sample(204.0) == []
+    assert mon.sample(205.0) == []
+    assert mon.down_total == {"mlx5_0/1": 1}
+    assert mon.up() == {"mlx5_0/1": True}
+
+
+def test_settings_turn_the_monitor_on(tmp_path):
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1)
+    fake_sysfs.ib_port(tmp_path, "mlx5_1", 1)
+    off = config.load({"SLURM_FT_HEALTH_SYSFS_ROOT": str(tmp_path)})
+    assert from_settings(off.health, 0.0) is None
+    on = config.load(
+        {
+            "SLURM_FT_HEALTH_SYSFS_ROOT": str(tmp_path),
+            "SLURM_FT_HEALTH_NIC_MONITOR": "1",
+            "SLURM_FT_HEALTH_NICS": "mlx5_1",
+        }
+    )
+    mon = from_settings(on.health, 0.0)
+    assert mon is not None and mon.ports == ("mlx5_1/1",)
+    with pytest.raises(config.ConfigError, match=r"health\.nic_monitor_interval: must be > 0, got 0\.0"):
+        config.load({"SLURM_FT_HEALTH_NIC_MONITOR_INTERVAL": "0"})
