@@ -70,3 +70,14 @@ def test_each_worker_and_its_threads_start_on_their_cpus(helper):
             assert "prefer:" not in maps[1] and "prefer:" not in maps[2]
     finally:
         group.stop(signal.SIGKILL, 5)
+
+
+def test_a_failed_spawn_leaves_the_launcher_on_its_own_cpus():
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("needs two CPUs")
+    spec = workers.WorkerSpec(0, 0, ("/nonexistent/worker",), {}, frozenset({min(mine)}), 0)
+    with pytest.raises(FileNotFoundError):
+        workers.spawn([spec])
+    assert os.sched_getaffinity(0) == mine
+    assert "prefer:" not in Path("/proc/self/numa_maps").read_text().splitlines()[0]
