@@ -48,6 +48,8 @@ class LaunchSettings:
     gpu_release_tolerance_mib: int = 512
     health_before_join: bool = True
     result_linger_timeout: float = 30.0
+    numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
+    nic_affinity: bool = False
 
 
 @dataclass
@@ -77,6 +79,9 @@ class HealthSettings:
     gpu_foreign_memory_tolerance_mib: int = 1024
     drain: bool = False
     scontrol: str | None = None
+    nic_monitor: bool = False
+    nic_monitor_interval: float = 5.0
+    nic_monitor_fatal: bool = False
 
 
 @dataclass
@@ -234,6 +239,9 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"{YAML_ROOT}.applog.local_ranks_filter: ranks must be >= 0, got {applog.local_ranks_filter}"
         )
+    interval = settings.health.nic_monitor_interval
+    if interval <= 0:
+        raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:

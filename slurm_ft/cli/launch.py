@@ -20,11 +20,14 @@ import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_ft import config, statedir
 from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from slurm_ft.topology.plan import Plan
 
 PROG = "slurm-ft-launch"
 
@@ -143,6 +146,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--nics", dest="nics", metavar="LIST", help="NICs that must be up (comma list, globs)")
     a("--paths", dest="paths", metavar="LIST", help="paths that must be reachable (comma list)")
+    # placement and NIC monitoring
+    a(
+        "--numa-binding",
+        "--numa_binding",
+        dest="numa_binding",
+        metavar="none|node|socket|exclusive",
+        help="bind each worker to the CPUs of its GPU's NUMA node, socket or an exclusive share",
+    )
+    a("--nic-affinity", dest="nic_affinity", action="store_const", const=True, help="NCCL_IB_HCA per worker")
+    a(
+        "--nic-monitor",
+        dest="nic_monitor",
+        action="store_const",
+        const=True,
+        help="watch NIC links in training",
+    )
+    a(
+        "--nic-monitor-interval",
+        dest="nic_monitor_interval",
+        metavar="S",
+        help="NIC sample period (default 5)",
+    )
+    a(
+        "--nic-monitor-fatal",
+        dest="nic_monitor_fatal",
+        action="store_const",
+        const=True,
+        help="a NIC down fails the node",
+    )
     # what to run
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -181,6 +213,11 @@ CLI_KEYS: dict[str, str] = {
     "min_progress_iterations": "progress.min_progress_iterations",
     "nics": "health.nics",
     "paths": "health.paths",
+    "numa_binding": "launch.numa_binding",
+    "nic_affinity": "launch.nic_affinity",
+    "nic_monitor": "health.nic_monitor",
+    "nic_monitor_interval": "health.nic_monitor_interval",
+    "nic_monitor_fatal": "health.nic_monitor_fatal",
 }
 
 
@@ -227,7 +264,7 @@ def _check_state_dir(path: Path) -> None:
         raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
 
 
-def _dry_run(cfg: Any, port: int, out: Any) -> None:
+def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
     from slurm_ft.launch import workers as wk
 
     job, topo = cfg.job, cfg.topo
@@ -254,6 +291,17 @@ def _dry_run(cfg: Any, port: int, out: Any) -> None:
     w(f"state dir: {cfg.state.path}\n")
     checks = ", ".join(cfg.settings.health.checks) if cfg.health_checks else "none"
     w(f"health checks before each join: {checks}\n")
+    health = cfg.settings.health
+    if health.nic_monitor:
+        what = ", ".join(health.nics) or "all RDMA ports"
+        effect = "fails the node" if health.nic_monitor_fatal else "is reported"
+        every = f"{health.nic_monitor_interval:g}s"
+        w(f"NIC monitor: {what} every {every} while training; a port going down {effect}\n")
+    if placement is not None:
+        nic_aff = "on" if placement.nic_affinity else "off"
+        w(f"placement: numa binding {placement.mode.value}, NIC affinity {nic_aff}\n")
+        for warning in placement.warnings:
+            w(f"placement warning: {warning}\n")
     cyc = wk.CycleEnv(
         master_port="<chosen by node 0 each cycle>",
         restart_count=0,
@@ -267,6 +315,9 @@ def _dry_run(cfg: Any, port: int, out: Any) -> None:
         rank = topo.global_rank(local)
         env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
+        if placement is not None:
+            env.update(placement.ranks[local].nic_env(cfg.base_env))
+            w(f"  placement: {placement.ranks[local].describe()}\n")
         w(f"  cwd: {cfg.cwd}\n")
         for key in sorted(env):
             w(f"  {key}={env[key]}\n")
@@ -354,13 +405,15 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         run_id=agent_mod.run_id_for(job),
         signals=sigs,
     )
-    if not ns.dry_run:
-        helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
-        cfg = dataclasses.replace(cfg, spawn_helper=helper)
+    from slurm_ft.topology.build import node_plan
+
+    cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
-        _dry_run(cfg, port, sys.stdout)
+        _dry_run(cfg, port, sys.stdout, cfg.placement)
         sys.stdout.flush()
         return 0
+    helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
+    cfg = dataclasses.replace(cfg, spawn_helper=helper)
     _check_state_dir(state.path)
     return _launch(cfg)
 

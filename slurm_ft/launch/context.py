@@ -9,6 +9,7 @@ from slurm_ft.config import Settings
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
+from slurm_ft.topology.plan import Plan
 
 
 class BadInput(Exception):
@@ -30,6 +31,7 @@ class AgentConfig:
     run_id: str
     signals: tuple[int, ...]
     spawn_helper: tuple[str, ...] = ()  # workers.pdeathsig_helper()
+    placement: Plan | None = None  # CPU/NUMA binding and NIC of each local rank, when asked
 
     @property
     def is_node0(self) -> bool:

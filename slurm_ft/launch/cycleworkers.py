@@ -60,9 +60,12 @@ def _specs(cfg: AgentConfig, i: int, cycle: int, d: Decision) -> list[wk.WorkerS
         err.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             err.unlink()
-        specs.append(
-            wk.WorkerSpec(local, rank, argv, wk.worker_env(cfg.base_env, topo, local, cyc, str(err)))
-        )
+        env = wk.worker_env(cfg.base_env, topo, local, cyc, str(err))
+        place = cfg.placement.ranks[local] if cfg.placement else None
+        if place is not None:
+            env.update(place.nic_env(cfg.base_env))
+        cpus, mem_node = (place.cpus, place.mem_node) if place is not None else (None, None)
+        specs.append(wk.WorkerSpec(local, rank, argv, env, cpus=cpus, mem_node=mem_node))
     return specs
 
 

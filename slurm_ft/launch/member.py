@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from slurm_ft import health
+from slurm_ft.health import nicmonitor
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.client import Client
@@ -67,6 +68,9 @@ class Member:
         self.sig = signals
         self._wake_fd = wake_fd
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
+        self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
+        for warning in cfg.placement.warnings if cfg.placement else ():
+            self.ev.event(f"placement: {warning}")
 
     # ------------------------------------------------------------------ health + join
 
@@ -114,6 +118,8 @@ class Member:
         """Until this cycle ends anywhere; the first reason found is the answer."""
         done_marked = False
         self.threads.watch_halt(i)
+        if self.nics is not None:
+            self.nics.rebase(time.monotonic())
         while True:
             exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
             self.sig.drain()
@@ -133,7 +139,7 @@ class Member:
                 if not done_marked and workers.all_succeeded():
                     self.client.mark_done(i)
                     done_marked = True
-                end = self._job_view(i, judge)
+                end = self._nic_view(i) or self._job_view(i, judge)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -144,6 +150,18 @@ class Member:
             died = self.threads.died()
             if died:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _nic_view(self, i: int) -> WatchEnd | None:
+        """Monitored NICs (a sysfs read every ``nic_monitor_interval``): every change is an
+        event; a fatal one ends the cycle as this node's failure."""
+        if self.nics is None:
+            return None
+        for event in self.nics.sample(time.monotonic()):
+            self.ev.event(event.message())
+            if event.fatal:
+                won = self.client.publish_failure(i, self.own_failure(FailureKind.NIC, event.message()))
+                return WatchEnd(WatchEndKind.FAILURE, failure=won)
+        return None
 
     def _job_view(self, i: int, judge: Judge | None) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""

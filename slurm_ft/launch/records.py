@@ -41,17 +41,20 @@ class CycleOutcome(str, Enum):
 
 
 class FailureKind(str, Enum):
-    """What failed first. Only ``worker`` failures can be retried: the others mean a
-    launcher is gone or going, and a fixed-size job cannot run without it."""
+    """What failed first. Launcher failures (lost, signalled, broken) cannot be retried: a
+    fixed-size job cannot run without that launcher."""
 
     WORKER = "worker"  # a worker exited non-zero or by a signal
     LOST_NODE = "lost-node"  # a peer launcher stopped heart-beating
     SIGNAL = "signal"  # a launcher received a terminating signal
     LAUNCHER = "launcher"  # a launcher failed
+    NIC = "nic"  # a monitored NIC of a node went down while workers ran (health.nic_monitor_fatal)
 
     @property
     def retryable(self) -> bool:
-        return self is FailureKind.WORKER
+        """A NIC failure is retried like a worker's: the next cycle's health check, before
+        the join, decides whether the node can take part (94 when the link stays down)."""
+        return self in (FailureKind.WORKER, FailureKind.NIC)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from slurm_ft.topology.apply import inherited_by_children
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -303,6 +305,8 @@ class WorkerSpec:
     rank: int
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    cpus: frozenset[int] | None = None  # CPU affinity it starts with; None: the launcher's
+    mem_node: int | None = None  # NUMA node its memory prefers; None: the kernel's default
 
 
 def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
@@ -336,6 +340,8 @@ def spawn(
 
     ``helper`` (see :func:`pdeathsig_helper`) sets the parent-death signal; without one a
     ``preexec_fn`` does it (and also closes the race of a launcher dying before it).
+    A spec's ``cpus``/``mem_node`` are inherited from this thread at the fork
+    (:func:`slurm_ft.topology.apply.inherited_by_children`), so each worker is born placed.
     On a failure part-way (an unexecutable command) the workers already started are killed
     and the error propagates, so a spawn never leaves half a group running.
     """
@@ -344,17 +350,18 @@ def spawn(
     try:
         for spec in specs:
             out = output_fds.get(spec.local_rank) if output_fds else None
-            proc = subprocess.Popen(
-                [*helper, *spec.argv],
-                env=dict(spec.env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                preexec_fn=preexec,
-                close_fds=True,
-            )
+            with inherited_by_children(spec.cpus, spec.mem_node):
+                proc = subprocess.Popen(
+                    [*helper, *spec.argv],
+                    env=dict(spec.env),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                    close_fds=True,
+                )
             group.workers.append(Worker(spec.local_rank, spec.rank, proc, os.pidfd_open(proc.pid)))
     except BaseException:
         group.kill_now()

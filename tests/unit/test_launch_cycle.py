@@ -300,3 +300,26 @@ def test_launcher_exception_is_one_ending_and_stops_the_peers(tmp_path):
     assert ending.traceback is not None and "Traceback" in ending.traceback
     assert c.outcome()["reason"].startswith("launcher failed: ")
     assert "stopping: launcher failed: " in c.node(1).events()
+
+
+def test_a_nic_going_down_ends_the_cycle_and_the_next_health_check_excludes_the_node(tmp_path):
+    from tests.support.fake_sysfs import ib_port
+
+    sysfs = tmp_path / "sys"
+    ib_port(sysfs, "mlx5_0", 1)
+    nic = {
+        "health.sysfs_root": str(sysfs),
+        "health.nics": ["mlx5_0"],
+        "health.nic_monitor": True,
+        "health.nic_monitor_interval": 0.05,
+        "health.nic_monitor_fatal": True,
+        "health.checks": ["nic"],
+    }
+    c = Cycle(tmp_path, 1, SLEEP, **nic).start()
+    wait_until(lambda: c.in_watch(0), 10, message="workers running")
+    ib_port(sysfs, "mlx5_0", 1, state="DOWN", phys="Disabled", link_downed=1)
+    assert c.finish() == [94]
+    events = c.node(0).events()
+    assert "NIC mlx5_0/1 went down" in events and "cycle 0 failed: node0 (node 0): NIC mlx5_0/1" in events
+    out = c.outcome()
+    assert out["first_failure"]["kind"] == "nic" and out["unhealthy_nodes"] == ["node0"]
