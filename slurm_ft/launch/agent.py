@@ -16,15 +16,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from enum import Enum
 from functools import partial
+from pathlib import Path
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import policy, wayout
+from slurm_ft.launch import hang, policy, wayout
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
@@ -37,7 +40,7 @@ from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.policy import Ending, signal_name
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, FailureKind
-from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.signals import SignalBox, parse_signals
 from slurm_ft.launch.stores import Interrupted, StoreLost
 from slurm_ft.launch.wayout import Exit
 
@@ -98,6 +101,10 @@ class Agent:
         self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # The workers' heart-beat slots and stack files: shared memory when the node has it.
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self._run_dir = Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
+        self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
 
     @property
     def phase(self) -> Phase:
@@ -162,6 +169,7 @@ class Agent:
             self.client.beat(cfg.job.node_rank)
             self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{cfg.rdzv_port}")
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
+        hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self.threads = BackgroundSet.start(
             self.client,
             node_rank=cfg.job.node_rank,
@@ -170,11 +178,14 @@ class Agent:
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake_w,
             emergency=self._on_frozen_store,
+            report=hangs.report,
             clock=self._monotonic,
         )
         if self.coordinator is not None:
-            self.coordinator.threads = self.threads
-        self.member = Member(cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r)
+            self.coordinator.watch_job(self.threads, hangs)
+        self.member = Member(
+            cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r, hangs
+        )
         return self.member
 
     def _decide(self, i: int, cycle: int) -> Decision:
@@ -205,7 +216,7 @@ class Agent:
             f"worker(s), ranks {topo.ranks.start}-{topo.ranks.stop - 1} of {topo.world_size}, "
             f"MASTER_PORT {decision.master_port}"
         )
-        self.workers = CycleWorkers.start(self.cfg, i, cycle, decision, self.ev)
+        self.workers = CycleWorkers.start(self.cfg, i, cycle, decision, self.ev, self._run_dir)
         self.books.flush()
         return self.workers
 
@@ -230,7 +241,9 @@ class Agent:
                 # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
                 failure = self.member.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
                 self.member.publish_quietly(i, failure)
-            workers.stop(signal.SIGTERM, self.launch.workers_stop_timeout)
+            if end.failure is not None and end.failure.kind is FailureKind.HANG:
+                workers.keep_stacks(f"hang, detector {end.failure.detector}")
+            workers.stop(self._termination_signal, self.launch.workers_stop_timeout)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
         elif end.kind is WatchEndKind.SUCCESS:
@@ -326,6 +339,7 @@ class Agent:
         if self._reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
+        shutil.rmtree(self._run_dir, ignore_errors=True)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import LineFramer
+from slurm_ft.launch.framing import NOTE_MARK, LineFramer, rank_prefix
 
 DEFAULT_READ_SIZE = 64 * 1024
 DEFAULT_PIPE_SIZE = 1024 * 1024
@@ -320,6 +320,13 @@ class AppLog:
         self._write(data, lines)
         if self._tee is not None and stream.tee:
             self._tee.put(data, lines)
+
+    def note(self, global_rank: int, text: str) -> None:
+        """Launcher notes about a rank (the stacks of a hang), one marked line per line of
+        ``text``, appended whole like every other line."""
+        prefix = rank_prefix(global_rank, self.rank_width, NOTE_MARK)
+        lines = text.rstrip("\n").split("\n")
+        self._write(b"".join(prefix + line.encode(errors="replace") + b"\n" for line in lines), len(lines))
 
     # -- reader side -------------------------------------------------------------------
 

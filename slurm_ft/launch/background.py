@@ -72,10 +72,18 @@ class Heartbeat(BackgroundThread):
     store call cannot be interrupted): see :meth:`lost`."""
 
     def __init__(
-        self, client: Client, node: int, interval: float, timeout: float, *, clock: Clock = time.monotonic
+        self,
+        client: Client,
+        node: int,
+        interval: float,
+        timeout: float,
+        *,
+        report: Callable[[], str | None] = lambda: None,
+        clock: Clock = time.monotonic,
     ) -> None:
         super().__init__("slurm-ft-heartbeat", None)
         self.client = client
+        self._report = report
         self._node = node
         self._interval = interval
         self._timeout = timeout
@@ -85,7 +93,7 @@ class Heartbeat(BackgroundThread):
 
     def body(self) -> None:
         while not self._stop_event.is_set():
-            self.client.beat(self._node)
+            self.client.beat(self._node, self._report())
             with self._lock:
                 self._last_ok = self._clock()
             self._stop_event.wait(self._interval)
@@ -127,12 +135,15 @@ class PeerMonitor(BackgroundThread):
         self._clock = clock
         self._lock = threading.Lock()
         self._lost: dict[int, float] = {}
+        self._activity: dict[int, str] = {}
 
     def body(self) -> None:
         last_value: dict[int, int] = {}
         last_change: dict[int, float] = {}
         while not self._stop_event.is_set():
-            values = self.client.beats(self._peers)
+            values, activity = self.client.beats(self._peers)
+            with self._lock:
+                self._activity = dict(zip(self._peers, activity, strict=True))
             now = self._clock()
             for node, value in zip(self._peers, values, strict=True):
                 if value != last_value.get(node):
@@ -147,6 +158,11 @@ class PeerMonitor(BackgroundThread):
         """Lost peers and how long they had been silent when noticed."""
         with self._lock:
             return dict(self._lost)
+
+    def activity(self) -> dict[int, str]:
+        """Each peer's last activity report (see ``hang.NodeWatch.report``)."""
+        with self._lock:
+            return dict(self._activity)
 
 
 class HaltWaiter(BackgroundThread):
@@ -258,6 +274,7 @@ class BackgroundSet:
         timeout: float,
         wake_fd: int,
         emergency: Callable[[str], None],
+        report: Callable[[], str | None] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> BackgroundSet:
         threads = cls()
@@ -268,7 +285,9 @@ class BackgroundSet:
                 client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
             )
         else:
-            threads.heartbeat = Heartbeat(client.clone(timeout), node_rank, interval, timeout, clock=clock)
+            threads.heartbeat = Heartbeat(
+                client.clone(timeout), node_rank, interval, timeout, report=report, clock=clock
+            )
             threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():
@@ -284,6 +303,9 @@ class BackgroundSet:
 
     def lost_peers(self) -> dict[int, float]:
         return self.monitor.lost() if self.monitor is not None else {}
+
+    def peer_activity(self) -> dict[int, str]:
+        return self.monitor.activity() if self.monitor is not None else {}
 
     def store_lost(self) -> str | None:
         """Why node 0's store counts as lost (a peer's heart-beat failing), or None."""

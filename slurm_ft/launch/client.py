@@ -125,6 +125,8 @@ class Client:
         keys = self.keys
         init = [keys.heartbeat(n) for n in range(num_nodes)] + keys.cycle_counters(0) + [keys.acks]
         self._op(lambda: self._store.multi_set(init, ["0"] * len(init)))
+        quiet = [keys.activity(n) for n in range(num_nodes)]
+        self._op(lambda: self._store.multi_set(quiet, ["-"] * len(quiet)))
         self._op(lambda: self._store.set(keys.failure(0), ""))
         self._op(lambda: self._store.set(keys.base, encode(base)))
 
@@ -157,9 +159,11 @@ class Client:
     def acks(self) -> int:
         return int(self._op(lambda: self._store.add(self.keys.acks, 0)))
 
-    def beats(self, nodes: Sequence[int]) -> list[int]:
-        keys = [self.keys.heartbeat(n) for n in nodes]
-        return [int(v) for v in self._op(lambda: self._store.multi_get(keys))]
+    def beats(self, nodes: Sequence[int]) -> tuple[list[int], list[str]]:
+        """Heart-beat counters and activity reports of ``nodes``, in one round trip."""
+        keys = [self.keys.heartbeat(n) for n in nodes] + [self.keys.activity(n) for n in nodes]
+        values = self._op(lambda: self._store.multi_get(keys))
+        return [int(v) for v in values[: len(nodes)]], [v.decode() for v in values[len(nodes) :]]
 
     # ----------------------------------------------------------------- everyone
 
@@ -213,7 +217,9 @@ class Client:
     def ack(self) -> None:
         self._op(lambda: self._store.add(self.keys.acks, 1))
 
-    def beat(self, node: int) -> None:
+    def beat(self, node: int, activity: str | None = None) -> None:
+        if activity is not None:
+            self._op(lambda: self._store.set(self.keys.activity(node), activity))
         self._op(lambda: self._store.add(self.keys.heartbeat(node), 1))
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
-from slurm_ft import health
+from slurm_ft import health, worker
 from slurm_ft.launch import applog as applog_mod
-from slurm_ft.launch import records
+from slurm_ft.launch import hang, records
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.eventlog import EventLog
@@ -42,7 +44,26 @@ def _open_applog(cfg: AgentConfig, cycle: int, events: EventLog) -> applog_mod.A
     )
 
 
-def _specs(cfg: AgentConfig, i: int, cycle: int, d: Decision) -> list[wk.WorkerSpec]:
+@dataclass(frozen=True)
+class RankFiles:
+    """A worker's files in the launcher's private run dir (shared memory when there is)."""
+
+    slot: str
+    stack: str | None  # None: not a Python worker, no stack dump
+
+    @classmethod
+    def fresh(cls, run_dir: Path, rank: int, python: bool) -> RankFiles:
+        slot = run_dir / f"rank{rank}.slot"
+        worker.new_slot(str(slot))
+        stack = run_dir / f"rank{rank}.stack"
+        with contextlib.suppress(FileNotFoundError):
+            stack.unlink()
+        return cls(str(slot), str(stack) if python else None)
+
+
+def _specs(
+    cfg: AgentConfig, i: int, cycle: int, d: Decision, files: dict[int, RankFiles]
+) -> list[wk.WorkerSpec]:
     topo = cfg.topo
     cyc = wk.CycleEnv(
         master_port=d.master_port,
@@ -61,6 +82,17 @@ def _specs(cfg: AgentConfig, i: int, cycle: int, d: Decision) -> list[wk.WorkerS
         with contextlib.suppress(FileNotFoundError):
             err.unlink()
         env = wk.worker_env(cfg.base_env, topo, local, cyc, str(err))
+        mine = files[rank]
+        trace = str(cfg.state.error_files_dir / f"cycle{cycle}" / "nccl_trace_rank_")
+        env.update(
+            hang.worker_env(
+                cfg.base_env,
+                slot=mine.slot,
+                stack_file=mine.stack,
+                forwarded=cfg.signals,
+                nccl_trace_prefix=trace,
+            )
+        )
         place = cfg.placement.ranks[local] if cfg.placement else None
         if place is not None:
             env.update(place.nic_env(cfg.base_env))
@@ -77,17 +109,23 @@ class CycleWorkers:
         group: wk.WorkerGroup,
         app: applog_mod.AppLog | None,
         events: EventLog,
+        files: dict[int, RankFiles],
     ) -> None:
         self._cfg = cfg
         self.cycle = cycle
         self.group = group
         self._app = app
         self._events = events
+        self.files = files
 
     @classmethod
-    def start(cls, cfg: AgentConfig, i: int, cycle: int, d: Decision, events: EventLog) -> CycleWorkers:
+    def start(
+        cls, cfg: AgentConfig, i: int, cycle: int, d: Decision, events: EventLog, run_dir: Path
+    ) -> CycleWorkers:
         """Spawn the node's workers; a spawn never leaves half a group or an open log behind."""
-        specs = _specs(cfg, i, cycle, d)
+        python = cfg.entry.kind != "command"
+        files = {rank: RankFiles.fresh(run_dir, rank, python) for rank in cfg.topo.ranks}
+        specs = _specs(cfg, i, cycle, d, files)
         app = _open_applog(cfg, cycle, events)
         fds: dict[int, int] = {}
         try:
@@ -104,7 +142,7 @@ class CycleWorkers:
         finally:
             for w in fds.values():
                 os.close(w)
-        return cls(cfg, cycle, group, app, events)
+        return cls(cfg, cycle, group, app, events, files)
 
     @property
     def pids(self) -> list[int]:
@@ -132,6 +170,37 @@ class CycleWorkers:
             message=message,
             traceback=tb,
         )
+
+    @property
+    def pids_by_rank(self) -> dict[int, int]:
+        return {w.rank: w.pid for w in self.group.workers}
+
+    def keep_stacks(self, why: str) -> None:
+        """Before a hang is stopped: every thread's Python stack of every running worker,
+        into ``errors/cycle<N>/stacks-rank<R>.txt`` and, as launcher notes, the cycle log."""
+        asking = {
+            w.rank: (w.pid, stack)
+            for w in self.group.running()
+            if (stack := self.files[w.rank].stack) is not None
+        }
+        if not asking:
+            return
+        stacks = hang.collect_stacks(asking, self._cfg.settings.hang.stack_dump_timeout)
+        folder = self._cfg.state.error_files_dir / f"cycle{self.cycle}"
+        for rank in sorted(asking):
+            text = stacks.get(rank)
+            if text is None:
+                self._events.event(f"no stack from rank {rank} within the stack dump timeout")
+                continue
+            path = folder / f"stacks-rank{rank}.txt"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            except OSError as exc:
+                self._events.event(f"cannot keep the stacks of rank {rank} in {path}: {exc.strerror or exc}")
+            self._events.event(f"stacks of rank {rank} kept in {path} ({why})")
+            if self._app is not None:
+                self._app.note(rank, f"stacks at hang ({why}):\n{text}")
 
     def stop(self, signum: int, timeout: float) -> None:
         """Stop every worker (``signum``, SIGKILL after ``timeout``), drain and close the

@@ -17,6 +17,7 @@ from enum import Enum
 
 from slurm_ft import health
 from slurm_ft.health import nicmonitor
+from slurm_ft.launch import hang
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.client import Client
@@ -59,6 +60,7 @@ class Member:
         events: EventLog,
         signals: SignalBox,
         wake_fd: int,
+        hangs: hang.NodeWatch,
     ) -> None:
         self.cfg = cfg
         self.client = client
@@ -69,6 +71,7 @@ class Member:
         self._wake_fd = wake_fd
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
+        self.hangs = hangs
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
@@ -116,10 +119,17 @@ class Member:
 
     def watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
         """Until this cycle ends anywhere; the first reason found is the answer."""
-        done_marked = False
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
+        self.hangs.begin(i, workers.pids_by_rank, {rank: f.slot for rank, f in workers.files.items()})
+        try:
+            return self._watch(i, workers, judge)
+        finally:
+            self.hangs.end()
+
+    def _watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
+        done_marked = False
         while True:
             exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
             self.sig.drain()
@@ -139,7 +149,7 @@ class Member:
                 if not done_marked and workers.all_succeeded():
                     self.client.mark_done(i)
                     done_marked = True
-                end = self._nic_view(i) or self._job_view(i, judge)
+                end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -150,6 +160,15 @@ class Member:
             died = self.threads.died()
             if died:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _rank_view(self, i: int) -> WatchEnd | None:
+        """The opt-in rank monitor (heart-beats, sections) over this node's workers."""
+        found = self.hangs.rank_hang()
+        if found is None:
+            return None
+        job = self.cfg.job
+        failure = hang.failure_of(found, job.node_name, job.node_rank, time.time())
+        return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
 
     def _nic_view(self, i: int) -> WatchEnd | None:
         """Monitored NICs (a sysfs read every ``nic_monitor_interval``): every change is an
