@@ -48,6 +48,7 @@ class LaunchSettings:
     gpu_release_tolerance_mib: int = 512
     health_before_join: bool = True
     result_linger_timeout: float = 30.0
+    role: str = "default"
 
 
 @dataclass
@@ -60,6 +61,9 @@ class AppLogSettings:
     local_ranks_filter: list[int] | None = None
     launcher_log: str | None = None
     quiet: bool = False
+    log_dir: str | None = None
+    redirects: str = "0"
+    tee_streams: str = "0"
 
 
 @dataclass
@@ -229,6 +233,15 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"{YAML_ROOT}.applog.local_ranks_filter: ranks must be >= 0, got {applog.local_ranks_filter}"
         )
+    from slurm_ft.launch.streams import StdSpecError, parse_std
+
+    for key in ("redirects", "tee_streams"):
+        try:
+            parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
+        except StdSpecError as exc:
+            raise ConfigError(str(exc)) from None
+    if not settings.launch.role.strip():
+        raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:
