@@ -31,7 +31,12 @@ TORCHRUN_ROWS: tuple[Row, ...] = (
         "Slurm: `N`, or `MIN:MAX` around the Slurm node count, else exit 2 naming both; every cycle "
         "runs on all nodes. Without Slurm: the node count (`N`).",
     ),
-    Row("torchrun", ("--nproc-per-node", "--nproc_per_node"), "same", "Workers per node (`auto`, `gpu`, `cpu`, N)."),
+    Row(
+        "torchrun",
+        ("--nproc-per-node", "--nproc_per_node"),
+        "same",
+        "Workers per node: `auto`, `gpu`, `cpu`, N.",
+    ),
     Row(
         "torchrun",
         ("--node-rank", "--node_rank"),
@@ -96,12 +101,12 @@ TORCHRUN_ROWS: tuple[Row, ...] = (
         "**The one intended difference:** restarts for the whole job, agreed by every node "
         "(torchrun counts per launcher).",
     ),
-    Row("torchrun", ("--monitor-interval", "--monitor_interval"), "same", "How often the launcher looks at the job."),
+    Row("torchrun", ("--monitor-interval", "--monitor_interval"), "same", "How often the launcher polls."),
     Row(
         "torchrun",
         ("--start-method", "--start_method"),
         "no effect",
-        "`spawn`, `fork`, `forkserver` accepted: every worker is a new process (as torchrun does for scripts).",
+        "`spawn`, `fork`, `forkserver`: every worker is a new process (as torchrun does for scripts).",
     ),
     Row("torchrun", ("--role",), "same", "`ROLE_NAME` of the workers (`slurm_ft.launch.role`)."),
     Row("torchrun", ("-m", "--module"), "same", "Run the target as `python -m MODULE`."),
