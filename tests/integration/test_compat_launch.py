@@ -208,3 +208,35 @@ def test_launcher_writes_per_rank_files_under_log_dir(tmp_path: Path) -> None:
     for rank in (0, 1):
         assert f"rank {rank}: done" in (attempt / str(rank) / "stdout.log").read_text()
     assert "done" not in p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_two_nodes_by_hand_without_slurm(tmp_path: Path) -> None:
+    """torchrun's multi-node line typed on each machine: --nnodes 2 --node-rank K
+    --master-addr H --master-port P (here both "machines" are this one)."""
+    from tests.integration.launch_cluster import free_port
+
+    port = str(free_port())
+    marker = procs.new_marker()
+    env = clean_env()
+    env[procs.MARKER_VAR] = marker
+    common = ["--nnodes", "2", "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", port]
+    tail = ["--health-checks", "none", str(ECHO), "--out", str(tmp_path), "--steps", "1"]
+    nodes = [
+        subprocess.Popen(
+            [*LAUNCH, *common, "--node_rank", str(k), "--local-addr", f"hand{k}", *tail],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in (0, 1)
+    ]
+    results = [n.communicate(timeout=100) for n in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], results
+    starts = [json.loads(line) for line in (tmp_path / "starts.jsonl").read_text().splitlines()]
+    assert sorted(s["rank"] for s in starts) == [0, 1]
+    outcome = json.loads((tmp_path / ".slurm_ft" / "standalone" / "outcome.json").read_text())
+    assert outcome["nodes"] == ["hand0", "hand1"]
+    assert not procs.pids_with_marker(marker)
