@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Per-node launcher with in-job restarts coordinated across all nodes "
         "(run it under 'srun --ntasks-per-node=1').",
         allow_abbrev=False,
+        epilog="torchrun's other flags and NVIDIA ft_launcher's --ft-* options (and --ft-cfg-path) "
+        "are accepted too; the README's compatibility table says what each one does here.",
     )
     a = p.add_argument
     a(
@@ -536,8 +538,7 @@ def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Se
     from slurm_ft.launch import streams
 
     a = settings.applog
-    wanted = streams.parse_std(a.redirects).any or streams.parse_std(a.tee_streams).any
-    if not wanted:
+    if not streams.rules_for(a).rank_files:
         return settings
     root = Path(cwd, a.log_dir) if a.log_dir else state_path / "logs"
     return config.apply(settings, {"applog.log_dir": str(root)})

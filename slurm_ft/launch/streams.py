@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_ft.config import AppLogSettings
+
 
 class Std(enum.IntFlag):
     """torchrun's stream selector: 0 none, 1 stdout, 2 stderr, 3 both."""
@@ -117,6 +119,19 @@ class OutputRules:
     @property
     def rank_files(self) -> bool:
         return self.redirects.any or self.tee_streams.any
+
+
+def rules_for(applog: AppLogSettings) -> OutputRules:
+    """The routing rules of the ``applog`` settings (already validated by config)."""
+    return OutputRules(
+        cycle_log=applog.prefix is not None,
+        tee=applog.tee,
+        tee_local_ranks=frozenset(applog.local_ranks_filter)
+        if applog.local_ranks_filter is not None
+        else None,
+        redirects=parse_std(applog.redirects),
+        tee_streams=parse_std(applog.tee_streams),
+    )
 
 
 def plan(rules: OutputRules, local_rank: int) -> WorkerOutput:

@@ -59,3 +59,12 @@ def test_with_a_cycle_log_every_stream_is_piped() -> None:
 
 def test_rank_dir_layout() -> None:
     assert st.rank_dir("/logs", "77-a0", 3, 12) == Path("/logs/77-a0/attempt_3/12")
+
+
+def test_rules_from_settings() -> None:
+    from slurm_ft import config
+
+    settings = config.load({}, None, {"applog.redirects": "0:1", "applog.prefix": "/l/j.log"})
+    r = st.rules_for(settings.applog)
+    assert (r.cycle_log, r.tee, r.rank_files, r.redirects.of(0)) == (True, False, True, Std.OUT)
+    assert not st.rules_for(config.Settings().applog).rank_files
