@@ -233,13 +233,14 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"{YAML_ROOT}.applog.local_ranks_filter: ranks must be >= 0, got {applog.local_ranks_filter}"
         )
-    from slurm_ft.launch.streams import StdSpecError, parse_std
-
     for key in ("redirects", "tee_streams"):
-        try:
-            parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
-        except StdSpecError as exc:
-            raise ConfigError(str(exc)) from None
+        if getattr(applog, key) != "0":  # the default needs no parser (and no import at start-up)
+            from slurm_ft.launch.streams import StdSpecError, parse_std
+
+            try:
+                parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
+            except StdSpecError as exc:
+                raise ConfigError(str(exc)) from None
     if not settings.launch.role.strip():
         raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
