@@ -20,10 +20,17 @@ import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurm_ft import config, statedir
 from slurm_ft.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from slurm_ft.compat.ftlauncher import Translation
+    from slurm_ft.compat.torchrun import Request
+    from slurm_ft.slurm import SlurmJob
 
 PROG = "slurm-ft-launch"
 
@@ -424,12 +431,12 @@ class Interpreted:
     translation and the settings overrides they make (command-line layer)."""
 
     ns: argparse.Namespace
-    request: Any  # compat.torchrun.Request
-    ft: Any  # compat.ftlauncher.Translation
+    request: Request
+    ft: Translation
     cli: dict[str, Any]
 
 
-def interpret(args: list[str], read_yaml: Any = None) -> Interpreted:
+def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None) -> Interpreted:
     """Parse ``args`` (no environment, no topology): every flag either lands in ``cli``
     or the request, or raises UsageError/CompatError. ``read_yaml(path)`` loads the
     ``--ft-cfg-path`` file (default: yaml.safe_load of it)."""
@@ -467,7 +474,7 @@ def interpret(args: list[str], read_yaml: Any = None) -> Interpreted:
     return Interpreted(ns, request, ft, cli)
 
 
-def _read_ft_yaml(path: str) -> Any:
+def _read_ft_yaml(path: str) -> object:
     import yaml
 
     try:
@@ -501,7 +508,7 @@ def same_host(a: str, b: str) -> bool:
     return bool(left) and bool(right) and all(ipaddress.ip_address(x.split("%")[0]).is_loopback for x in both)
 
 
-def _topology(it: Interpreted, env: Mapping[str, str]) -> Any:
+def _topology(it: Interpreted, env: Mapping[str, str]) -> SlurmJob:
     """The SlurmJob: Slurm's, checked against torchrun's flags; without Slurm, the flags'."""
     from slurm_ft.compat import torchrun
     from slurm_ft.slurm import SlurmEnvError, SlurmJob
@@ -516,7 +523,7 @@ def _topology(it: Interpreted, env: Mapping[str, str]) -> Any:
     return job
 
 
-def _settings_for(it: Interpreted, env: Mapping[str, str], job: Any) -> config.Settings:
+def _settings_for(it: Interpreted, env: Mapping[str, str], job: SlurmJob) -> config.Settings:
     from slurm_ft.compat import ftlauncher, torchrun
 
     settings = config.load(env, it.ns.config, it.cli)
