@@ -253,7 +253,6 @@ _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("safety-factor", "timeouts are not computed from observed intervals"),
     ("log-level", "launcher events are always logged"),
     ("restart-check-interval", "no layered in-process restart"),
-    ("enable-nic-monitor", "no link_downed counter monitor during training"),
     ("pci-topo-file", "no GPU/NIC topology file"),
     ("link-down-path-template", "NIC state is read from sysfs (health.sysfs_root)"),
     ("link-state-path-template", "NIC state is read from sysfs (health.sysfs_root)"),
@@ -340,6 +339,13 @@ FT_OPTIONS: tuple[FtOption, ...] = (
         "true: the `nic` health check in transition mode; false: without it",
         True,
         _nic_check,
+    ),
+    FtOption(
+        "enable-nic-monitor",
+        Kind.ALIAS,
+        "`--nic-monitor` (NIC links watched while workers run)",
+        True,
+        _set("health.nic_monitor", _boolean),
     ),
     FtOption(
         "storage-health-check-path",

@@ -144,6 +144,12 @@ TORCHRUN_ROWS: tuple[Row, ...] = (
     ),
     Row(
         "torchrun",
+        ("--numa-binding", "--numa_binding"),
+        "same",
+        "`none`, `node`, `socket`, `exclusive` (`slurm_ft.launch.numa_binding`).",
+    ),
+    Row(
+        "torchrun",
         ("--signals-to-handle", "--signals_to_handle"),
         "alias",
         "`--forward-signals`.",

@@ -330,7 +330,6 @@ REFUSED: tuple[Refused, ...] = (
         "every line is in the per-cycle log; filter it there",
     ),
     Refused(("--logs-specs", "--logs_specs"), "use --applog-prefix, --log-dir, --redirects, --tee"),
-    Refused(("--numa-binding", "--numa_binding"), "bind with srun --cpu-bind or numactl in the command"),
     Refused(
         ("--virtual-local-rank", "--virtual_local_rank"),
         "workers see every GPU of the node; set CUDA_VISIBLE_DEVICES in the script",

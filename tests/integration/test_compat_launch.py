@@ -160,9 +160,10 @@ def test_per_rank_files_have_torchruns_layout_and_the_cycle_log_keeps_every_line
     finally:
         for fd in {*outs.values(), *errs.values()} - {None}:
             os.close(fd)
+    exits = []
     while group.running():
-        group.wait(5)
-    assert [e.exit_code for e in group.exits()] == [0, 0]
+        exits += group.wait(5)
+    assert sorted(e.exit_code for e in exits) == [0, 0] and group.all_succeeded()
     stats = app.close()
     os.close(out_fd)
     os.close(err_fd)

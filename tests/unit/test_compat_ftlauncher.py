@@ -95,9 +95,7 @@ def test_refused_by_name(options, section, message: str) -> None:
 
 
 def test_off_values_of_unsupported_options_ask_for_nothing() -> None:
-    t = ft.translate(
-        [("--ft-enable-nic-monitor", "false"), ("--ft-segment", "none")], {"log_level": None}, KNOWN
-    )
+    t = ft.translate([("--ft-pci-topo-file", ""), ("--ft-segment", "none")], {"log_level": None}, KNOWN)
     assert t.overrides == {}
 
 
