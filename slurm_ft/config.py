@@ -50,6 +50,7 @@ class LaunchSettings:
     result_linger_timeout: float = 30.0
     numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
     nic_affinity: bool = False
+    role: str = "default"
 
 
 @dataclass
@@ -62,6 +63,9 @@ class AppLogSettings:
     local_ranks_filter: list[int] | None = None
     launcher_log: str | None = None
     quiet: bool = False
+    log_dir: str | None = None
+    redirects: str = "0"
+    tee_streams: str = "0"
 
 
 @dataclass
@@ -258,6 +262,16 @@ def validate(settings: Settings) -> None:
     interval = settings.health.nic_monitor_interval
     if interval <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
+    for key in ("redirects", "tee_streams"):
+        if getattr(applog, key) != "0":  # the default needs no parser (and no import at start-up)
+            from slurm_ft.launch.streams import StdSpecError, parse_std
+
+            try:
+                parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
+            except StdSpecError as exc:
+                raise ConfigError(str(exc)) from None
+    if not settings.launch.role.strip():
+        raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:
