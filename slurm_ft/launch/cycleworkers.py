@@ -14,7 +14,7 @@ from pathlib import Path
 
 from slurm_ft import health, worker
 from slurm_ft.launch import applog as applog_mod
-from slurm_ft.launch import hang, records
+from slurm_ft.launch import hang, records, streams
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.eventlog import EventLog
@@ -24,9 +24,11 @@ from slurm_ft.launch.protocol import Decision
 from slurm_ft.launch.records import Failure, FailureKind
 
 
-def _open_applog(cfg: AgentConfig, cycle: int, events: EventLog) -> applog_mod.AppLog | None:
+def _open_applog(
+    cfg: AgentConfig, cycle: int, events: EventLog, rules: streams.OutputRules
+) -> applog_mod.AppLog | None:
     s = cfg.settings.applog
-    if not s.prefix and not s.tee:
+    if not s.prefix and not s.tee and not rules.rank_files:
         return None
     path = (
         applog_mod.cycle_log_path(s.prefix, cycle, cfg.job.node_rank if s.per_node else None)
@@ -126,22 +128,32 @@ class CycleWorkers:
         python = cfg.entry.kind != "command"
         files = {rank: RankFiles.fresh(run_dir, rank, python) for rank in cfg.topo.ranks}
         specs = _specs(cfg, i, cycle, d, files)
-        app = _open_applog(cfg, cycle, events)
-        fds: dict[int, int] = {}
+        rules = streams.rules_for(cfg.settings.applog)
+        app = _open_applog(cfg, cycle, events, rules)
+        outs: dict[int, int | None] = {}
+        errs: dict[int, int | None] = {}
+        log_dir = cfg.settings.applog.log_dir
         try:
             if app is not None:
                 for spec in specs:
-                    r, w = applog_mod.open_worker_pipe()
-                    fds[spec.local_rank] = w
-                    app.attach(spec.rank, spec.local_rank, r)
-            group = wk.spawn(specs, cwd=cfg.cwd, output_fds=fds or None, helper=cfg.spawn_helper)
+                    rank_dir = None
+                    if rules.rank_files and log_dir:
+                        rank_dir = streams.rank_dir(log_dir, cfg.run_id, cycle, spec.rank)
+                    routes = streams.plan(rules, spec.local_rank)
+                    outs[spec.local_rank], errs[spec.local_rank] = app.attach_worker(
+                        spec.rank, spec.local_rank, routes, rank_dir
+                    )
+            group = wk.spawn(
+                specs, cwd=cfg.cwd, output_fds=outs or None, error_fds=errs or None, helper=cfg.spawn_helper
+            )
         except BaseException:
             if app is not None:
                 app.close()
             raise
         finally:
-            for w in fds.values():
-                os.close(w)
+            for fd in {*outs.values(), *errs.values()} - {None}:
+                assert fd is not None
+                os.close(fd)
         return cls(cfg, cycle, group, app, events, files)
 
     @property

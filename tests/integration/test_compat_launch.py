@@ -196,9 +196,6 @@ def test_per_rank_files_have_torchruns_layout_and_the_cycle_log_keeps_every_line
     assert console_err.read_text().splitlines() == [f"1: err 1 {i}" for i in range(3)]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the launcher loop does not call AppLog.attach_worker yet (lead wires it)"
-)
 @pytest.mark.timeout(60)
 def test_launcher_writes_per_rank_files_under_log_dir(tmp_path: Path) -> None:
     args = ["--standalone", "--nproc_per_node", "2", "--health-checks", "none", "--log-dir", "logs"]
