@@ -209,6 +209,44 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="a NIC down fails the node",
     )
+    # hang detection (README "Hangs"); 0 turns a detector off
+    a(
+        "--hang-timeout",
+        dest="hang_timeout",
+        metavar="S",
+        help="no worker of the job wrote for S s (default 1800)",
+    )
+    a(
+        "--hang-iteration-timeout",
+        dest="hang_iteration_timeout",
+        metavar="S",
+        help="checkpoint iteration did not advance for S s (default 0: off)",
+    )
+    a(
+        "--rank-heartbeat-timeout",
+        dest="rank_heartbeat_timeout",
+        metavar="S",
+        help="slurm_ft.worker.heartbeat()",
+    )
+    a(
+        "--rank-initial-heartbeat-timeout",
+        dest="rank_initial_heartbeat_timeout",
+        metavar="S",
+        help="first heartbeat after start",
+    )
+    a("--rank-section-timeouts", dest="rank_section_timeouts", metavar="NAME=S,...", help="per section")
+    a(
+        "--rank-out-of-section-timeout",
+        dest="rank_out_of_section_timeout",
+        metavar="S",
+        help="between sections",
+    )
+    a(
+        "--rank-termination-signal",
+        dest="rank_termination_signal",
+        metavar="SIG",
+        help="first signal of a failure stop (default SIGTERM)",
+    )
     _torchrun_options(p)
     # what to run
     mode = p.add_mutually_exclusive_group()
@@ -323,6 +361,13 @@ CLI_KEYS: dict[str, str] = {
     "nic_monitor": "health.nic_monitor",
     "nic_monitor_interval": "health.nic_monitor_interval",
     "nic_monitor_fatal": "health.nic_monitor_fatal",
+    "hang_timeout": "hang.timeout",
+    "hang_iteration_timeout": "hang.iteration_timeout",
+    "rank_heartbeat_timeout": "hang.rank_heartbeat_timeout",
+    "rank_initial_heartbeat_timeout": "hang.rank_initial_heartbeat_timeout",
+    "rank_section_timeouts": "hang.rank_section_timeouts",
+    "rank_out_of_section_timeout": "hang.rank_out_of_section_timeout",
+    "rank_termination_signal": "hang.rank_termination_signal",
 }
 
 
