@@ -178,7 +178,6 @@ class Agent:
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake_w,
             emergency=self._on_frozen_store,
-            report=hangs.report,
             clock=self._monotonic,
         )
         if self.coordinator is not None:

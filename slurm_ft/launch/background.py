@@ -78,12 +78,10 @@ class Heartbeat(BackgroundThread):
         interval: float,
         timeout: float,
         *,
-        report: Callable[[], str | None] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> None:
         super().__init__("slurm-ft-heartbeat", None)
         self.client = client
-        self._report = report
         self._node = node
         self._interval = interval
         self._timeout = timeout
@@ -93,7 +91,7 @@ class Heartbeat(BackgroundThread):
 
     def body(self) -> None:
         while not self._stop_event.is_set():
-            self.client.beat(self._node, self._report())
+            self.client.beat(self._node)
             with self._lock:
                 self._last_ok = self._clock()
             self._stop_event.wait(self._interval)
@@ -135,15 +133,12 @@ class PeerMonitor(BackgroundThread):
         self._clock = clock
         self._lock = threading.Lock()
         self._lost: dict[int, float] = {}
-        self._activity: dict[int, str] = {}
 
     def body(self) -> None:
         last_value: dict[int, int] = {}
         last_change: dict[int, float] = {}
         while not self._stop_event.is_set():
-            values, activity = self.client.beats(self._peers)
-            with self._lock:
-                self._activity = dict(zip(self._peers, activity, strict=True))
+            values = self.client.beats(self._peers)
             now = self._clock()
             for node, value in zip(self._peers, values, strict=True):
                 if value != last_value.get(node):
@@ -158,11 +153,6 @@ class PeerMonitor(BackgroundThread):
         """Lost peers and how long they had been silent when noticed."""
         with self._lock:
             return dict(self._lost)
-
-    def activity(self) -> dict[int, str]:
-        """Each peer's last activity report (see ``hang.NodeWatch.report``)."""
-        with self._lock:
-            return dict(self._activity)
 
 
 class HaltWaiter(BackgroundThread):
@@ -274,7 +264,6 @@ class BackgroundSet:
         timeout: float,
         wake_fd: int,
         emergency: Callable[[str], None],
-        report: Callable[[], str | None] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> BackgroundSet:
         threads = cls()
@@ -285,9 +274,7 @@ class BackgroundSet:
                 client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
             )
         else:
-            threads.heartbeat = Heartbeat(
-                client.clone(timeout), node_rank, interval, timeout, report=report, clock=clock
-            )
+            threads.heartbeat = Heartbeat(client.clone(timeout), node_rank, interval, timeout, clock=clock)
             threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():
@@ -303,9 +290,6 @@ class BackgroundSet:
 
     def lost_peers(self) -> dict[int, float]:
         return self.monitor.lost() if self.monitor is not None else {}
-
-    def peer_activity(self) -> dict[int, str]:
-        return self.monitor.activity() if self.monitor is not None else {}
 
     def store_lost(self) -> str | None:
         """Why node 0's store counts as lost (a peer's heart-beat failing), or None."""

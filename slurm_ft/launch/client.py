@@ -159,11 +159,14 @@ class Client:
     def acks(self) -> int:
         return int(self._op(lambda: self._store.add(self.keys.acks, 0)))
 
-    def beats(self, nodes: Sequence[int]) -> tuple[list[int], list[str]]:
-        """Heart-beat counters and activity reports of ``nodes``, in one round trip."""
-        keys = [self.keys.heartbeat(n) for n in nodes] + [self.keys.activity(n) for n in nodes]
-        values = self._op(lambda: self._store.multi_get(keys))
-        return [int(v) for v in values[: len(nodes)]], [v.decode() for v in values[len(nodes) :]]
+    def beats(self, nodes: Sequence[int]) -> list[int]:
+        keys = [self.keys.heartbeat(n) for n in nodes]
+        return [int(v) for v in self._op(lambda: self._store.multi_get(keys))]
+
+    def silences(self, nodes: Sequence[int]) -> list[str]:
+        """The peers' silence reports (see :meth:`report_silence`), in one round trip."""
+        keys = [self.keys.activity(n) for n in nodes]
+        return [v.decode() for v in self._op(lambda: self._store.multi_get(keys))]
 
     # ----------------------------------------------------------------- everyone
 
@@ -217,10 +220,11 @@ class Client:
     def ack(self) -> None:
         self._op(lambda: self._store.add(self.keys.acks, 1))
 
-    def beat(self, node: int, activity: str | None = None) -> None:
-        if activity is not None:
-            self._op(lambda: self._store.set(self.keys.activity(node), activity))
+    def beat(self, node: int) -> None:
         self._op(lambda: self._store.add(self.keys.heartbeat(node), 1))
+
+    def report_silence(self, node: int, report: str) -> None:
+        self._op(lambda: self._store.set(self.keys.activity(node), report))
 
 
 __all__ = ["Client", "Interrupted", "StoreLost"]

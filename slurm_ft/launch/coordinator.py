@@ -199,10 +199,11 @@ class Coordinator:
         limits = self.hangs.limits if self.hangs is not None else None
         if limits is None:
             return None
-        if limits.silence and self.hangs is not None:
-            reports = self.threads.peer_activity()
-            peers = [hang.parse_report(reports.get(k, "-"), i) for k in range(1, self.cfg.num_nodes)]
-            quiet = [self.hangs.quiet(), *(q if q is not None else 0.0 for q in peers)]
+        own = self.hangs.quiet() if self.hangs is not None and limits.silence else 0.0
+        if limits.silence and own >= limits.silence:  # only then can the job be silent
+            peers = range(1, self.cfg.num_nodes)
+            reports = self.client.silences(peers) if peers else []
+            quiet = [own, *((hang.parse_report(r, i) or 0.0) for r in reports)]
             silent = hang.judge_silence(quiet, limits.silence)
             if silent is not None:
                 return silent

@@ -32,7 +32,7 @@ from slurm_ft.launch.records import Failure, FailureKind
 # real-time signal: no trainer or library uses it for anything else.
 STACK_SIGNAL = signal.SIGRTMIN + 4
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
-WRITE_SAMPLE_S = 0.5
+WRITE_SAMPLE_S = 0.25
 
 
 class Detector(str, Enum):
@@ -187,8 +187,8 @@ def bytes_written(pid: int) -> int | None:
 
 class NodeWatch:
     """This launcher's view of its workers in the current cycle: when they last wrote,
-    and what their slots say. Read by the main loop; :meth:`report` also by the
-    heart-beat thread."""
+    and what their slots say (read by the main loop; the lock is for the coordinator's
+    reads through the same object on node 0)."""
 
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
@@ -201,6 +201,7 @@ class NodeWatch:
         self._last_write = 0.0
         self._next_sample = 0.0
         self._started = 0.0
+        self._reported_silent = False
 
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
@@ -219,6 +220,7 @@ class NodeWatch:
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
             self._last_write = self._started = now
             self._next_sample = now + WRITE_SAMPLE_S
+            self._reported_silent = False
 
     def end(self) -> None:
         with self._lock:
@@ -246,12 +248,18 @@ class NodeWatch:
                     latest = max(latest, slot.heartbeat, slot.section_start, slot.section_end)
             return max(0.0, now - latest)
 
-    def report(self) -> str | None:
-        """For the heart-beat: "<cycle index>:<quiet seconds>" while workers run."""
-        if self._index is None:
+    def silence_report(self) -> str | None:
+        """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just
+        reached the silence timeout, "<cycle>:0" when they spoke again; else None. Only
+        transitions travel, so a busy job costs the store nothing."""
+        if self._index is None or not self.limits.silence:
             return None
         quiet = self.quiet()
-        return f"{self._index}:{quiet:.3f}"
+        silent = quiet >= self.limits.silence
+        if silent == self._reported_silent:
+            return None
+        self._reported_silent = silent
+        return f"{self._index}:{quiet:.3f}" if silent else f"{self._index}:0"
 
     def rank_hang(self) -> Hang | None:
         if not self.limits.per_rank:
@@ -270,7 +278,8 @@ class NodeWatch:
 
 
 def parse_report(raw: str, index: int) -> float | None:
-    """A peer's quiet seconds for cycle ``index``; None for another cycle or no report."""
+    """A peer's reported quiet seconds for cycle ``index`` (0: it spoke again); None for
+    another cycle or no report yet."""
     cycle, sep, quiet = raw.partition(":")
     if not sep or cycle != str(index):
         return None

@@ -162,7 +162,12 @@ class Member:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
 
     def _rank_view(self, i: int) -> WatchEnd | None:
-        """The opt-in rank monitor (heart-beats, sections) over this node's workers."""
+        """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
+        peer also tells node 0 when its workers fall silent (node 0 judges the job)."""
+        if not self.cfg.is_node0:
+            report = self.hangs.silence_report()
+            if report is not None:
+                self.client.report_silence(self.cfg.job.node_rank, report)
         found = self.hangs.rank_hang()
         if found is None:
             return None

@@ -9,7 +9,8 @@ a whole set of them without ever blocking on a missing key:
 
 * ``base``                  node 0 -> all: first global cycle number, run uuid
 * ``hb/<node>``             peer heart-beat counter (node 0 watches it change)
-* ``act/<node>``            with the heart-beat: "<cycle index>:<seconds its workers were quiet>"
+* ``act/<node>``            "<cycle index>:<seconds>" once a node's workers have been quiet
+                            for the silence timeout, "<cycle index>:0" when they speak again
 * ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail)
 * ``c<i>/joined``           how many launchers joined cycle i
 * ``c<i>/unhealthy``        how many of them are unhealthy

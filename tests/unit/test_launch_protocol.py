@@ -98,7 +98,7 @@ def test_peer_monitor_notices_a_silent_peer_on_its_own_clock():
     beat1.start()
     beat2.start()
     try:
-        wait_until(lambda: min(h.beats([1, 2])[0]) > 2, 5, message="both peers beating")
+        wait_until(lambda: min(h.beats([1, 2])) > 2, 5, message="both peers beating")
         beat2.stop()
         lost = wait_until(mon.lost, 5, message="peer 2 reported lost")
         assert list(lost) == [2]
