@@ -48,6 +48,7 @@ class LaunchSettings:
     gpu_release_tolerance_mib: int = 512
     health_before_join: bool = True
     result_linger_timeout: float = 30.0
+    prom_file: str | None = None
 
 
 @dataclass

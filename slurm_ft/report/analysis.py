@@ -308,8 +308,8 @@ def _inferred_outcome(cycles: list[CycleView], ledger: Ledger | None, attempt: i
         records.LOST: "lost",
         records.RUNNING: "interrupted",
     }.get(last.outcome, last.outcome)
-    why = last.failure.description if last.failure else f"cycle {last.cycle} {last.outcome}"
-    return word, f"{why} (inferred from cycle {last.cycle})"
+    why = last.failure.description if last.failure else f"last cycle {last.cycle}: {last.outcome}"
+    return word, f"{why} (outcome record not kept)"
 
 
 def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) -> list[AttemptView]:
