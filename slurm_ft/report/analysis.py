@@ -282,12 +282,12 @@ def _cycles(files: StateFiles) -> tuple[list[CycleView], dict[int, str]]:
 
 
 def _key_for_attempt(attempt: int, cycle: int, recs: Iterable[CycleRecord]) -> str:
-    """The run of ``attempt`` nearest before ``cycle``: cycle numbers only grow."""
-    best: CycleRecord | None = None
-    for rec in recs:
-        if rec.attempt == attempt and rec.cycle < cycle and (best is None or rec.cycle > best.cycle):
-            best = rec
-    return best.run_uuid if best is not None else f"{_NO_RUN}{attempt}"
+    """The run of ``attempt`` whose recorded cycle is nearest to ``cycle`` (earlier ones
+    first): a run's cycle numbers are consecutive."""
+    same = [r for r in recs if r.attempt == attempt]
+    if not same:
+        return f"{_NO_RUN}{attempt}"
+    return min(same, key=lambda r: (abs(r.cycle - cycle), r.cycle > cycle)).run_uuid
 
 
 # --------------------------------------------------------------------------- attempts
