@@ -92,10 +92,8 @@ def _check_dir(path: Path) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    from slurm_ft import atomicfile
-
     try:
-        atomicfile.write_bytes(path, text.encode())
+        Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
