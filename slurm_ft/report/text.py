@@ -11,6 +11,9 @@ from typing import IO
 
 from slurm_ft.report.analysis import Report, Totals
 
+# A terminal table of hundreds of cycles is neither readable nor quick (rich needs about
+# 1.5 ms a row); the causes and the totals cover them all.
+MAX_CYCLE_ROWS = 40
 _OUTCOME_STYLE = {
     "succeeded": "green",
     "finished": "green",
@@ -94,7 +97,10 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         )
     console.print(attempts)
 
-    cycles = Table(title="cycles", title_justify="left")
+    shown = report.cycles[-MAX_CYCLE_ROWS:]
+    hidden = len(report.cycles) - len(shown)
+    title = f"cycles (the last {len(shown)}; all {len(report.cycles)} in --json)" if hidden else "cycles"
+    cycles = Table(title=title, title_justify="left")
     for name in (
         "cycle",
         "attempt",
@@ -106,7 +112,7 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         "nodes",
     ):
         cycles.add_column(name, overflow="fold")
-    for c in report.cycles:
+    for c in shown:
         f = c.failure
         failure = "-"
         if f is not None:
