@@ -491,6 +491,12 @@ def analyse(files: StateFiles) -> Report:
         notes.append(
             "no progress source (checkpoint-iteration file): progress of each cycle and work lost are unknown"
         )
+    for c in cycles:
+        if c.end is None:
+            notes.append(
+                f"cycle {c.cycle} has no end (still running, or its launcher was killed): "
+                "it is counted up to its start"
+            )
     if any(a.outcome_source == "inferred" for a in attempts):
         notes.append("some attempts' outcome records were not kept: their outcome is inferred from cycles")
     return Report(

@@ -268,3 +268,13 @@ def test_a_long_queue_wait_is_drawn_broken_so_the_cycles_stay_visible():
     picture = svg.render(r)
     assert picture.count('class="cycle"') == 3 and "≈" in picture
     assert "10 h 00 min" in picture or "9 h 59 min" in picture  # the gap's true length
+
+
+def test_a_cycle_without_an_end_is_counted_up_to_its_start_and_said_so():
+    files = StateFiles(
+        path=Path("/s"), cycles=[cycle(0, RUN_A, 0, 0, 5, "failed"), cycle(1, RUN_A, 0, 6, None, "running")]
+    )
+    r = analyse(files)
+    assert r.totals.wall_clock_s == pytest.approx(6)
+    assert r.totals.parts_s == pytest.approx(6)
+    assert any(n.startswith("cycle 1 has no end") for n in r.notes)
