@@ -24,7 +24,7 @@ import itertools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurm_ft import exitcodes
 from slurm_ft.launch import records
@@ -155,7 +155,7 @@ class Report:
     unhealthy: tuple[UnhealthyRecord, ...]
     unreadable: tuple[Unreadable, ...]
     progress_source: str | None  # the checkpoint-iteration file the ledger read
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...]
 
 
 # --------------------------------------------------------------------------- failures
@@ -293,14 +293,12 @@ def _key_for_attempt(attempt: int, cycle: int, recs: Iterable[CycleRecord]) -> s
 # --------------------------------------------------------------------------- attempts
 
 
-def _inferred_outcome(cycles: list[CycleView], ledger: Ledger | None, attempt: int) -> tuple[str, str]:
-    """(outcome word, reason) for an attempt whose outcome record was not kept."""
+def _inferred_outcome(last: CycleView, ledger: Ledger | None) -> tuple[str, str]:
+    """(outcome word, reason) for an attempt whose outcome record was not kept, from its
+    last cycle, or from the ledger when the no-progress guard refused the next one."""
     stopped = ledger.stopped if ledger else None
-    last = cycles[-1] if cycles else None
-    if stopped is not None and stopped.attempt == attempt and (last is None or stopped.cycle > last.cycle):
+    if stopped is not None and stopped.attempt == last.attempt and stopped.cycle > last.cycle:
         return exitcodes.describe(exitcodes.ExitCode.NO_PROGRESS), stopped.reason
-    if last is None:
-        return "unknown", "no record of how this attempt ended"
     word = {
         records.SUCCEEDED: "finished",
         records.SIGNALLED: "signalled",
@@ -329,12 +327,11 @@ def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) 
         times = [c.start for c in cs] + [c.end for c in cs if c.end is not None]
         if rec is not None:
             times.append(float(rec.time))
-        number = rec.attempt if rec is not None else cs[0].attempt
         if rec is not None:
-            word, reason, code, source = rec.outcome, rec.reason, rec.exit_code, "record"
-        else:
-            word, reason = _inferred_outcome(cs, files.ledger, number)
-            code, source = None, "inferred"
+            number, word, reason, code, source = rec.attempt, rec.outcome, rec.reason, rec.exit_code, "record"
+        else:  # known from its cycles alone, so it has some
+            number, code, source = cs[0].attempt, None, "inferred"
+            word, reason = _inferred_outcome(cs[-1], files.ledger)
         nodes: list[str] = list(rec.nodes) if rec is not None and rec.nodes else []
         for c in cs:
             nodes += [n for n in c.nodes if n not in nodes]
