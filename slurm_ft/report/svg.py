@@ -211,7 +211,12 @@ def render(report: Report) -> str:
                 f'<text x="{x0 + 3:.1f}" y="{CYCLE_Y + 19}" font-size="11" fill="#ffffff">{c.cycle}</text>'
             )
         if c.failure is not None:
-            fx = scale.x(min(max(c.failure.time, c.start), c.end if c.end is not None else c.failure.time))
+            fx = scale.x(c.run_end)
+            if x1 - fx >= 1:  # after the failure the workers were being stopped: restart overhead
+                out.append(
+                    f'<rect class="stopping" data-cycle="{c.cycle}" x="{fx:.1f}" y="{CYCLE_Y}" '
+                    f'width="{x1 - fx:.1f}" height="{CYCLE_H}" fill="#ffffff" fill-opacity="0.6"/>'
+                )
             out.append(
                 f'<g class="failure" data-cycle="{c.cycle}"><title>{escape(c.failure.description)}</title>'
                 f'<line x1="{fx:.1f}" y1="{CYCLE_Y - 6}" x2="{fx:.1f}" y2="{CYCLE_Y + CYCLE_H + 2}" '
@@ -267,8 +272,8 @@ def _legend(report: Report, y: float) -> list[str]:
         x += 28 + 7 * len(outcome)
     if any(c.failure for c in report.cycles):
         out.append(f'<path d="M{x:.1f},{y} L{x + 10:.1f},{y} L{x + 5:.1f},{y + 8} Z" fill="#000000"/>')
-        out.append(f'<text x="{x + 16:.1f}" y="{y + 10}">first failure</text>')
-        x += 110
+        out.append(f'<text x="{x + 16:.1f}" y="{y + 10}">first failure (paler after it: stopping)</text>')
+        x += 250
     if report.totals.requeues:
         out.append(f'<rect x="{x:.1f}" y="{y}" width="12" height="12" fill="url(#gap)" stroke="#bdbdbd"/>')
         out.append(f'<text x="{x + 16:.1f}" y="{y + 10}">between attempts</text>')
