@@ -48,14 +48,14 @@ def main() -> int:
     p.add_argument("--step-time", type=float, default=0.05)
     p.add_argument("--crash-rank", type=int)
     p.add_argument("--crash-restart", type=int)
-    p.add_argument("--crash-after", type=int, default=2, help="steps done before the crash")
+    p.add_argument("--crash-after", type=int, default=2, help="checkpoints made before the crash")
     p.add_argument("--forever", action="store_true")
     a = p.parse_args()
 
     rank = int(os.environ["RANK"])
     restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    iteration = _read(a.iter_file)
+    iteration = start = _read(a.iter_file)
     _append(os.path.join(a.out, "starts.jsonl"), {"rank": rank, "restart": restart, "time": time.time()})
     step = 0
     while a.forever or step < a.steps:
@@ -65,6 +65,11 @@ def main() -> int:
         if rank == 0:
             _checkpoint(a.iter_file, iteration)
         if rank == a.crash_rank and restart == a.crash_restart and step >= a.crash_after:
+            # Crash only once rank 0 checkpointed that far: the cycle then made progress
+            # however the two processes were scheduled.
+            deadline = time.monotonic() + 30
+            while _read(a.iter_file) < start + a.crash_after and time.monotonic() < deadline:
+                time.sleep(0.01)
             message = f"RuntimeError: injected crash on rank {rank} at iteration {iteration}"
             with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as fh:
                 json.dump({"message": {"message": message, "extraInfo": {"py_callstack": ""}}}, fh)
