@@ -60,16 +60,16 @@ def goodput_text(t: Totals) -> str:
 
 
 def total_rows(t: Totals) -> list[tuple[str, str, str]]:
-    """(name, duration, share of the wall clock): the same lines in every renderer."""
-    wall = t.wall_clock_s
-    rows = [
-        ("training, with progress", seconds(t.progress_s), percent(t.progress_s, wall)),
-        ("training, no progress", seconds(t.no_progress_s), percent(t.no_progress_s, wall)),
-        ("training, progress unknown", seconds(t.unknown_progress_s), percent(t.unknown_progress_s, wall)),
-        ("restart overhead", seconds(t.restart_overhead_s), percent(t.restart_overhead_s, wall)),
-        ("between attempts", seconds(t.between_attempts_s), percent(t.between_attempts_s, wall)),
+    """(name, duration, share of the wall clock) of every bucket that holds any time: the
+    same lines in every renderer."""
+    parts = [
+        ("training, with progress", t.progress_s),
+        ("training, no progress", t.no_progress_s),
+        ("training, progress unknown", t.unknown_progress_s),
+        ("restart overhead", t.restart_overhead_s),
+        ("between attempts", t.between_attempts_s),
     ]
-    return [r for r in rows if r[1] != seconds(0.0) or r[0] == "restart overhead"]
+    return [(name, seconds(s), percent(s, t.wall_clock_s)) for name, s in parts if s > 0]
 
 
 def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
@@ -136,7 +136,7 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
             failure,
             ",".join(c.nodes) or "-",
         )
-    console.print(cycles)
+    console.print(cycles if report.cycles else "no cycle ran: no worker was started", markup=False)
 
     totals = Table(title="where the time went", title_justify="left")
     totals.add_column("")
