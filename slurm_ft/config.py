@@ -48,6 +48,8 @@ class LaunchSettings:
     gpu_release_tolerance_mib: int = 512
     health_before_join: bool = True
     result_linger_timeout: float = 30.0
+    numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
+    nic_affinity: bool = False
     prom_file: str | None = None
 
 
@@ -78,6 +80,9 @@ class HealthSettings:
     gpu_foreign_memory_tolerance_mib: int = 1024
     drain: bool = False
     scontrol: str | None = None
+    nic_monitor: bool = False
+    nic_monitor_interval: float = 5.0
+    nic_monitor_fatal: bool = False
 
 
 @dataclass
@@ -222,14 +227,22 @@ def validate(settings: Settings) -> None:
             f"{YAML_ROOT}.applog.line_cap_bytes: must be >= 64, got {settings.applog.line_cap_bytes}"
         )
     applog = settings.applog
-    if applog.prefix is not None and not applog.prefix.startswith("/"):
-        raise ConfigError(f"{YAML_ROOT}.applog.prefix: must be an absolute path, got {applog.prefix!r}")
+    if applog.prefix is not None:
+        from slurm_ft.launch.applog import check_prefix
+
+        try:
+            check_prefix(applog.prefix)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.applog.prefix: {exc}") from None
     if applog.drain_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.applog.drain_timeout: must be > 0, got {applog.drain_timeout}")
     if applog.local_ranks_filter is not None and any(r < 0 for r in applog.local_ranks_filter):
         raise ConfigError(
             f"{YAML_ROOT}.applog.local_ranks_filter: ranks must be >= 0, got {applog.local_ranks_filter}"
         )
+    interval = settings.health.nic_monitor_interval
+    if interval <= 0:
+        raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:

@@ -16,6 +16,7 @@ from pathlib import Path
 from slurm_ft.slurm import SlurmJob
 
 STATE_DIR_NAME = ".slurm_ft"
+CYCLE_RECORD_STEM = "cycle"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,20 @@ class StateDir:
         return self.path / "cycles"
 
     def cycle_record(self, cycle: int) -> Path:
-        return self.cycles_dir / f"cycle{cycle}.json"
+        return self.cycles_dir / f"{CYCLE_RECORD_STEM}{cycle}.json"
+
+    def recorded_cycles(self) -> list[int]:
+        """The cycle numbers that have a record (unreadable directory: none)."""
+        found = []
+        try:
+            paths = list(self.cycles_dir.glob(f"{CYCLE_RECORD_STEM}*.json"))
+        except OSError:
+            return []
+        for path in paths:
+            number = path.stem[len(CYCLE_RECORD_STEM) :]
+            if number.isdigit():
+                found.append(int(number))
+        return sorted(found)
 
     @property
     def unhealthy_dir(self) -> Path:

@@ -3,7 +3,7 @@
 Node 0 runs in its own process ("host": the TCPStore host and node 0's decision); the
 other launchers are threads of a few "peers" processes (at most 32 threads each), each
 thread with its own TCPStore connection. Every launcher makes the real
-``slurm_ft.launch.rendezvous.Client`` calls of one cycle: ``join``; node 0 then polls
+``slurm_ft.launch.client.Client`` calls of one cycle: ``join``; node 0 then polls
 ``join_counts``, reads ``join_records``, asks the real ``policy.decide`` and calls
 ``publish_decision``; the others ``wait_decision``. Node 0's polling loop mirrors the
 agent's (2 ms growing by 1.5x to 250 ms; peers' decision poll capped at 250 ms), because
@@ -36,15 +36,16 @@ import time
 
 import torch.distributed as dist
 
-from slurm_ft.launch import rendezvous as rdzv
+from slurm_ft.launch import protocol as proto
+from slurm_ft.launch.client import Client
 from slurm_ft.launch.policy import decide
 
 OP_TIMEOUT = 120.0
 DECISION_POLL_CAP = 0.25
 
 
-def _keys(n: int) -> rdzv.Keys:
-    return rdzv.Keys(f"bench-rdzv-n{n}")
+def _keys(n: int) -> proto.Keys:
+    return proto.Keys(f"bench-rdzv-n{n}")
 
 
 def _sync(name: str, n: int, i: int) -> str:
@@ -52,7 +53,7 @@ def _sync(name: str, n: int, i: int) -> str:
 
 
 def _open(port: int, master: bool) -> dist.TCPStore:
-    if master:  # as rendezvous.Client.host opens it
+    if master:  # as stores.host opens it
         return dist.TCPStore(
             "0.0.0.0",
             port,
@@ -67,7 +68,7 @@ def _open(port: int, master: bool) -> dist.TCPStore:
     )
 
 
-def node0_decide(client: rdzv.Client, i: int, n: int, spent: dict[str, float]) -> rdzv.Decision:
+def node0_decide(client: Client, i: int, n: int, spent: dict[str, float]) -> proto.Decision:
     interval = 0.002
     deadline = time.monotonic() + OP_TIMEOUT
     while True:
@@ -90,7 +91,7 @@ def node0_decide(client: rdzv.Client, i: int, n: int, spent: dict[str, float]) -
     )
     if not verdict.run:
         raise RuntimeError(f"node 0 decided stop: {verdict.reason}")
-    return rdzv.Decision("run", i, master_port=29500, start_time=time.time(), nodes=tuple(names))
+    return proto.Decision(proto.Action.RUN, i, master_port=29500, start_time=time.time(), nodes=tuple(names))
 
 
 def host(sizes: list[int], cycles: int, port: int, peer_processes: int) -> dict:
@@ -98,8 +99,8 @@ def host(sizes: list[int], cycles: int, port: int, peer_processes: int) -> dict:
     sync = _open(port, master=False)
     out: dict[str, dict] = {}
     for n in sizes:
-        client = rdzv.Client(store, _keys(n))
-        client.prepare(n, rdzv.Base(0, "bench"))
+        client = Client(store, _keys(n))
+        client.prepare(n, proto.Base(0, "bench"))
         starts: list[float] = []
         decided: list[float] = []
         records_s: list[float] = []
@@ -108,7 +109,7 @@ def host(sizes: list[int], cycles: int, port: int, peer_processes: int) -> dict:
                 time.sleep(0.001)
             sync.set(_sync("go", n, i), "1")
             starts.append(time.monotonic())
-            client.join(i, rdzv.JoinInfo(0, "node0000", "127.0.0.1", 0))
+            client.join(i, proto.JoinInfo(0, "node0000", "127.0.0.1", 0))
             spent: dict[str, float] = {}
             client.publish_decision(i, node0_decide(client, i, n, spent))
             decided.append(time.monotonic())
@@ -147,19 +148,17 @@ def peers(sizes: list[int], cycles: int, port: int, first: int, end: int) -> dic
             if connected.wait(timeout=OP_TIMEOUT) == 0:
                 connect_s[0] = time.monotonic() - t0
             for n in sizes:
-                client = rdzv.Client(store, _keys(n))
+                client = Client(store, _keys(n))
                 for i in range(cycles):
                     barriers[(n, i)].wait(timeout=OP_TIMEOUT)
                     if rank >= n:
                         continue
                     starts[n][i][rank] = time.monotonic()
-                    client.join(i, rdzv.JoinInfo(rank, f"node{rank:04d}", "127.0.0.1", rank))
+                    client.join(i, proto.JoinInfo(rank, f"node{rank:04d}", "127.0.0.1", rank))
                     got = client.wait_decision(
                         i,
                         deadline=time.monotonic() + OP_TIMEOUT,
                         abort=lambda: False,
-                        sleep=time.sleep,
-                        max_interval=DECISION_POLL_CAP,
                     )
                     if got is None or not got.run:
                         raise RuntimeError(f"launcher {rank}: no run decision for cycle {i} of N={n}")

@@ -15,9 +15,10 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from slurm_ft import config
+from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.health import CHECK_NAMES, Report, Status, run_checks, validate
 from slurm_ft.slurm import SlurmEnvError, SlurmJob
@@ -46,14 +47,8 @@ _SETTING_OPTIONS: dict[str, str] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        sys.exit(int(ExitCode.BAD_INPUT))
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = UsageParser(
         prog=PROG,
         description="Node health check: NIC link state, storage paths and mounts, GPUs; bounded in time.",
         epilog="Exit codes: 0 healthy, 94 unhealthy, 2 bad input.",
@@ -188,7 +183,11 @@ def _error(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     env = dict(os.environ if env is None else env)
     try:
         settings = config.load(env, _config_file(args, env), _cli_values(args))

@@ -20,25 +20,20 @@ import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from slurm_ft import config, statedir
+from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from slurm_ft.topology.plan import Plan
 
 PROG = "slurm-ft-launch"
 
 
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = UsageParser(
         prog=PROG,
         description="Per-node launcher with in-job restarts coordinated across all nodes "
         "(run it under 'srun --ntasks-per-node=1').",
@@ -157,6 +152,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--nics", dest="nics", metavar="LIST", help="NICs that must be up (comma list, globs)")
     a("--paths", dest="paths", metavar="LIST", help="paths that must be reachable (comma list)")
+    # placement and NIC monitoring
+    a(
+        "--numa-binding",
+        "--numa_binding",
+        dest="numa_binding",
+        metavar="none|node|socket|exclusive",
+        help="bind each worker to the CPUs of its GPU's NUMA node, socket or an exclusive share",
+    )
+    a("--nic-affinity", dest="nic_affinity", action="store_const", const=True, help="NCCL_IB_HCA per worker")
+    a(
+        "--nic-monitor",
+        dest="nic_monitor",
+        action="store_const",
+        const=True,
+        help="watch NIC links in training",
+    )
+    a(
+        "--nic-monitor-interval",
+        dest="nic_monitor_interval",
+        metavar="S",
+        help="NIC sample period (default 5)",
+    )
+    a(
+        "--nic-monitor-fatal",
+        dest="nic_monitor_fatal",
+        action="store_const",
+        const=True,
+        help="a NIC down fails the node",
+    )
     # what to run
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -196,6 +220,11 @@ CLI_KEYS: dict[str, str] = {
     "min_progress_iterations": "progress.min_progress_iterations",
     "nics": "health.nics",
     "paths": "health.paths",
+    "numa_binding": "launch.numa_binding",
+    "nic_affinity": "launch.nic_affinity",
+    "nic_monitor": "health.nic_monitor",
+    "nic_monitor_interval": "health.nic_monitor_interval",
+    "nic_monitor_fatal": "health.nic_monitor_fatal",
 }
 
 
@@ -242,7 +271,7 @@ def _check_state_dir(path: Path) -> None:
         raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
 
 
-def _dry_run(cfg: Any, port: int, out: Any) -> None:
+def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
     from slurm_ft.launch import workers as wk
 
     job, topo = cfg.job, cfg.topo
@@ -269,6 +298,17 @@ def _dry_run(cfg: Any, port: int, out: Any) -> None:
     w(f"state dir: {cfg.state.path}\n")
     checks = ", ".join(cfg.settings.health.checks) if cfg.health_checks else "none"
     w(f"health checks before each join: {checks}\n")
+    health = cfg.settings.health
+    if health.nic_monitor:
+        what = ", ".join(health.nics) or "all RDMA ports"
+        effect = "fails the node" if health.nic_monitor_fatal else "is reported"
+        every = f"{health.nic_monitor_interval:g}s"
+        w(f"NIC monitor: {what} every {every} while training; a port going down {effect}\n")
+    if placement is not None:
+        nic_aff = "on" if placement.nic_affinity else "off"
+        w(f"placement: numa binding {placement.mode.value}, NIC affinity {nic_aff}\n")
+        for warning in placement.warnings:
+            w(f"placement warning: {warning}\n")
     cyc = wk.CycleEnv(
         master_port="<chosen by node 0 each cycle>",
         restart_count=0,
@@ -282,6 +322,9 @@ def _dry_run(cfg: Any, port: int, out: Any) -> None:
         rank = topo.global_rank(local)
         env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
+        if placement is not None:
+            env.update(placement.ranks[local].nic_env(cfg.base_env))
+            w(f"  placement: {placement.ranks[local].describe()}\n")
         w(f"  cwd: {cfg.cwd}\n")
         for key in sorted(env):
             w(f"  {key}={env[key]}\n")
@@ -333,13 +376,6 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         sigs = tuple(int(s) for s in sigmod.parse_signals(settings.launch.forward_signals))
     except ValueError as exc:
         raise UsageError(f"{config.YAML_ROOT}.launch.forward_signals: {exc}") from None
-    if settings.applog.prefix:
-        from slurm_ft.launch.applog import cycle_log_path
-
-        try:
-            cycle_log_path(settings.applog.prefix, 0, None)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
     from slurm_ft.launch import agent as agent_mod
     from slurm_ft.launch.hostprobe import nvml_gpu_count
 
@@ -376,13 +412,15 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         run_id=agent_mod.run_id_for(job),
         signals=sigs,
     )
-    if not ns.dry_run:
-        helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
-        cfg = dataclasses.replace(cfg, spawn_helper=helper)
+    from slurm_ft.topology.build import node_plan
+
+    cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
-        _dry_run(cfg, port, sys.stdout)
+        _dry_run(cfg, port, sys.stdout, cfg.placement)
         sys.stdout.flush()
         return 0
+    helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
+    cfg = dataclasses.replace(cfg, spawn_helper=helper)
     _check_state_dir(state.path)
     return _launch(cfg)
 
@@ -397,22 +435,32 @@ def _launch(cfg: Any) -> int:
     s = cfg.settings.applog
     events = EventLog(Path(s.launcher_log) if s.launcher_log else None, cfg.job.node_name, quiet=s.quiet)
     try:
-        return agent_mod.run(cfg, events)
+        ending = agent_mod.run(cfg, events)
     except agent_mod.BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     except KeyboardInterrupt:
         return 128 + int(signal.SIGINT)
-    except Exception as exc:
-        # One line for people; the traceback only into the launcher-log file, if any.
-        if s.launcher_log:
-            details = EventLog(Path(s.launcher_log), cfg.job.node_name, quiet=True)
-            details.event(f"launcher failed: {''.join(traceback.format_exception(exc))}")
-            details.close()
-        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # outside the cycle (setting up or tearing down the agent)
+        _internal_error(cfg, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
         return int(ExitCode.WORKERS_FAILED)
     finally:
         events.close()
+    if ending.internal_error is not None:
+        _internal_error(cfg, ending.internal_error, ending.traceback or "")
+    return ending.exit_code
+
+
+def _internal_error(cfg: Any, error: str, details: str) -> None:
+    """One line for people; the traceback only into the launcher-log file, if any."""
+    from slurm_ft.launch.eventlog import EventLog
+
+    log = cfg.settings.applog.launcher_log
+    if log:
+        file_only = EventLog(Path(log), cfg.job.node_name, quiet=True)
+        file_only.event(f"launcher failed: {details}")
+        file_only.close()
+    print(f"{PROG}: internal error: {error}", file=sys.stderr)
 
 
 if __name__ == "__main__":

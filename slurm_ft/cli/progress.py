@@ -32,22 +32,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from slurm_ft import config, progress
+from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
 
 PROG = "slurm-ft-progress"
 DECLINED = 1
-
-
-class UsageError(Exception):
-    """Bad input; main prints it as one line and exits 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-progress-iterations", type=int, metavar="M", help="progress needs >= M iterations"
     )
     common.add_argument("--checkpoint-iteration-file", metavar="PATH", help="the trainer's iteration file")
-    parser = _Parser(prog=PROG, description="Stop restart and requeue loops that make no progress.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = UsageParser(prog=PROG, description="Stop restart and requeue loops that make no progress.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     status = sub.add_parser("status", parents=[common], help="show attempts, cycles, streak and verdict")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     check = sub.add_parser("check", parents=[common], help="exit 0 if another attempt may progress, else 93")

@@ -98,6 +98,16 @@ class NvmlAdapter:
         value = self._call(self._nvml.nvmlDeviceGetName, self._handle(index))
         return value.decode() if isinstance(value, bytes) else str(value)
 
+    def pci_bus_id(self, index: int) -> str:
+        """NVML's spelling, ``00000000:18:00.0``; the topology reader normalises it."""
+        info = self._call(self._nvml.nvmlDeviceGetPciInfo, self._handle(index))
+        value = info.busId
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def uuid(self, index: int) -> str:
+        value = self._call(self._nvml.nvmlDeviceGetUUID, self._handle(index))
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     def recovery_action(self, index: int) -> int:
         nv = self._nvml
         (field,) = self._call(

@@ -7,6 +7,7 @@ them 1), which alerts and dashboards can select on without knowing a numeric cod
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from slurm_ft.health.result import Report, Status
 
@@ -47,4 +48,22 @@ def render(report: Report, *, now: float | None = None) -> str:
     for r in report.results:
         check = _label(r.name)
         lines.append(f'{PREFIX}_check_duration_seconds{{node="{node}",check="{check}"}} {r.duration_s:.6f}')
+    return "\n".join(lines) + "\n"
+
+
+def render_nic_monitor(node_name: str, down_total: Mapping[str, int], up: Mapping[str, bool]) -> str:
+    """The launcher's NIC monitor: a down/flap counter and an up gauge per port."""
+    node = _label(node_name)
+    lines = [
+        f"# HELP {PREFIX}_nic_down_events_total Times a port went down, flapped or vanished while training.",
+        f"# TYPE {PREFIX}_nic_down_events_total counter",
+    ]
+    for port, count in sorted(down_total.items()):
+        lines.append(f'{PREFIX}_nic_down_events_total{{node="{node}",port="{_label(port)}"}} {count}')
+    lines += [
+        f"# HELP {PREFIX}_nic_up 1 when the port was up at the last sample.",
+        f"# TYPE {PREFIX}_nic_up gauge",
+    ]
+    for port, is_up in sorted(up.items()):
+        lines.append(f'{PREFIX}_nic_up{{node="{node}",port="{_label(port)}"}} {int(is_up)}')
     return "\n".join(lines) + "\n"

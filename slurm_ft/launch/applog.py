@@ -45,19 +45,27 @@ DEFAULT_TEE_QUEUE_BYTES = 16 * 1024 * 1024
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
+def check_prefix(prefix: str) -> None:
+    """The rule for a cycle-log prefix, checked with the settings: every node and every
+    requeue must name the same file whatever its working directory."""
+    if not prefix:
+        raise ValueError("is empty; give an absolute path such as /scratch/logs/job.log")
+    if not prefix.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {prefix!r}")
+    if prefix.endswith("/"):
+        raise ValueError(f"names a directory, add a file name: {prefix!r}")
+
+
 def cycle_log_path(prefix: str, cycle: int, node_rank: int | None = None) -> Path:
     """``/abs/job.log`` + cycle 3 -> ``/abs/job_cycle3.log`` (``.node<K>`` before the suffix).
 
     The cycle number is the global one (continuing across requeues), so a file is never
-    reused; a relative prefix is refused because every node and every requeue must agree on
-    the same file whatever its working directory.
+    reused; the prefix follows :func:`check_prefix`.
     """
-    if not prefix:
-        raise ValueError("applog prefix is empty; give an absolute path such as /scratch/logs/job.log")
-    if not prefix.startswith("/"):
-        raise ValueError(f"applog prefix must be an absolute path, got {prefix!r}")
-    if prefix.endswith("/"):
-        raise ValueError(f"applog prefix names a directory, add a file name: {prefix!r}")
+    try:
+        check_prefix(prefix)
+    except ValueError as exc:
+        raise ValueError(f"applog prefix {exc}") from None
     if cycle < 0:
         raise ValueError(f"cycle must be >= 0, got {cycle}")
     base = Path(prefix)

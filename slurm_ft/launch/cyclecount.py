@@ -19,11 +19,7 @@ def read_next_cycle(state: StateDir) -> int:
     counter: int | None = None
     with contextlib.suppress(OSError, ValueError):
         counter = int(state.cycle_counter.read_text().strip())
-    highest = -1
-    with contextlib.suppress(OSError):
-        for p in state.cycles_dir.glob("cycle*.json"):
-            with contextlib.suppress(ValueError):
-                highest = max(highest, int(p.stem[len("cycle") :]))
+    highest = max(state.recorded_cycles(), default=-1)
     return max(counter if counter is not None and counter >= 0 else 0, highest + 1)
 
 

@@ -1,18 +1,27 @@
-"""The launcher's decisions as pure functions of what it knows, so they can be tested as data.
+"""The launcher's decisions as pure functions of what it knows, tested as data.
 
-Node 0 makes one decision for every launcher before each cycle; keeping it free of store
-and file I/O means the rules (and their exit codes, see ``exitcodes``) can be read and
-checked in one place, independently of how the facts were gathered.
+Two kinds of decision live here and nowhere else:
+
+* before each cycle, node 0's one decision for every launcher: run, or stop with which
+  exit code and why (:func:`decide`, :func:`no_progress`);
+* how this launcher's attempt ends: every way out — success, a stop decision, a
+  forwarded signal, a lost store, a failed background thread, a launcher bug — is one
+  :class:`Ending` made by one function below, so the exit code of each is chosen in
+  exactly one place (codes: :mod:`slurm_ft.exitcodes`).
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slurm_ft import exitcodes
 from slurm_ft.exitcodes import ExitCode
+from slurm_ft.launch.protocol import Decision
 from slurm_ft.launch.records import Failure
+
+# ----------------------------------------------------------------------- before a cycle
 
 
 @dataclass(frozen=True)
@@ -64,5 +73,77 @@ def no_progress(reason: str) -> Verdict:
     return Verdict(False, int(ExitCode.NO_PROGRESS), f"no progress: {reason}")
 
 
-def exit_for_signal(signum: int) -> int:
-    return exitcodes.for_signal(signum)
+def departed(reason: str) -> Verdict:
+    """What node 0 tells the peers when it leaves between cycles (a signal, a launcher
+    failure): a fixed-size job cannot go on without it."""
+    return Verdict(False, int(ExitCode.WORKERS_FAILED), reason)
+
+
+# ----------------------------------------------------------------------- the ending
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How this launcher's attempt ends: its exit code and what the outcome record says.
+
+    ``nodes`` None means "the nodes this launcher knows of"; ``internal_error`` is set
+    when the launcher itself failed, for the one line the front end prints.
+    """
+
+    exit_code: int
+    reason: str
+    unhealthy_nodes: tuple[str, ...] = ()
+    nodes: tuple[str, ...] | None = None
+    internal_error: str | None = None
+    traceback: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        return exitcodes.describe(self.exit_code)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def finished() -> Ending:
+    return Ending(0, "all workers finished")
+
+
+def stopped(decision: Decision) -> Ending:
+    """Node 0 decided to stop: every launcher ends with the decision's code."""
+    return Ending(decision.exit_code, decision.reason, decision.unhealthy_nodes, decision.nodes)
+
+
+def signalled(signum: int, node_name: str | None) -> Ending:
+    """This launcher received ``signum``: during a cycle (``node_name`` given, after the
+    workers got it too) or between cycles."""
+    who = f"{node_name} received" if node_name else "received"
+    return Ending(exitcodes.for_signal(signum), f"{who} {signal_name(signum)}")
+
+
+def store_lost(detail: str, *, unhealthy: bool) -> Ending:
+    """A peer lost node 0. An unhealthy node keeps its 94 so the template excludes it."""
+    code = ExitCode.UNHEALTHY if unhealthy else ExitCode.WORKERS_FAILED
+    return Ending(int(code), f"lost node 0: {detail}")
+
+
+def background_failed(detail: str) -> Ending:
+    """A background thread (heart-beat, peer monitor, halt waiter) died: this launcher can
+    no longer see the job, which is as bad as a lost store."""
+    return Ending(int(ExitCode.WORKERS_FAILED), f"launcher blind: {detail}")
+
+
+def unhealthy_self(detail: str) -> Ending:
+    """This node is unhealthy and must not start workers, whatever it was told."""
+    return Ending(int(ExitCode.UNHEALTHY), f"unhealthy: {detail}")
+
+
+def launcher_failed(error: str, traceback: str) -> Ending:
+    """A bug or an unexpected condition in the launcher itself (workers already stopped)."""
+    return Ending(
+        int(ExitCode.WORKERS_FAILED), f"launcher failed: {error}", internal_error=error, traceback=traceback
+    )

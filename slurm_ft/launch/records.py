@@ -16,34 +16,52 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from slurm_ft import atomicfile, exitcodes
+from slurm_ft import atomicfile
 
 RECORD_VERSION = 1
 TRACEBACK_LIMIT = 16 * 1024
 
-# Cycle outcomes.
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-SIGNALLED = "signalled"
-LOST = "lost"  # the store host (node 0) was lost while the cycle ran
-ABORTED = "aborted"  # the launcher itself failed
+# A record or message as parsed JSON: the records are a file format, read by people,
+# templates and other tools, so their values stay plain JSON.
+JsonDict = dict[str, Any]
+
+
+class CycleOutcome(str, Enum):
+    """How a cycle ended, as written in its record (the values are the file format)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SIGNALLED = "signalled"
+    LOST = "lost"  # the store host (node 0) was lost while the cycle ran
+
+
+class FailureKind(str, Enum):
+    """What failed first. Launcher failures (lost, signalled, broken) cannot be retried: a
+    fixed-size job cannot run without that launcher."""
+
+    WORKER = "worker"  # a worker exited non-zero or by a signal
+    LOST_NODE = "lost-node"  # a peer launcher stopped heart-beating
+    SIGNAL = "signal"  # a launcher received a terminating signal
+    LAUNCHER = "launcher"  # a launcher failed
+    NIC = "nic"  # a monitored NIC of a node went down while workers ran (health.nic_monitor_fatal)
+
+    @property
+    def retryable(self) -> bool:
+        """A NIC failure is retried like a worker's: the next cycle's health check, before
+        the join, decides whether the node can take part (94 when the link stays down)."""
+        return self in (FailureKind.WORKER, FailureKind.NIC)
 
 
 @dataclass(frozen=True)
 class Failure:
-    """The first failure of a cycle, anywhere in the job (first writer wins in the store).
+    """The first failure of a cycle, anywhere in the job (first writer wins in the store)."""
 
-    ``kind`` is ``worker`` (a worker exited non-zero or by a signal), ``lost-node`` (a peer
-    launcher stopped heart-beating), ``signal`` (a launcher received a terminating signal) or
-    ``launcher`` (a launcher failed). Only ``worker`` failures can be retried: the others
-    mean a launcher is gone or going, and a fixed-size job cannot run without it.
-    """
-
-    kind: str
+    kind: FailureKind
     node: str
     node_rank: int
     time: float
@@ -57,25 +75,29 @@ class Failure:
 
     @property
     def retryable(self) -> bool:
-        return self.kind == "worker"
+        return self.kind.retryable
 
     def describe(self) -> str:
         where = f"{self.node} (node {self.node_rank})"
-        if self.kind == "worker":
+        if self.kind is FailureKind.WORKER:
             how = f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
             text = f"rank {self.rank} (local {self.local_rank}) on {where}: {how}"
             if self.message:
                 text += f": {self.message}"
             return text
-        return f"{where}: {self.detail or self.kind}"
+        return f"{where}: {self.detail or self.kind.value}"
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> JsonDict:
+        doc = dataclasses.asdict(self)
+        doc["kind"] = self.kind.value
+        return doc
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Failure:
+    def from_json(cls, doc: JsonDict) -> Failure:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        kw = {k: v for k, v in doc.items() if k in names}
+        kw["kind"] = FailureKind(kw["kind"])
+        return cls(**kw)
 
 
 @dataclass
@@ -91,18 +113,23 @@ class CycleRecord:
     nproc_per_node: int
     master_addr: str
     master_port: int
-    outcome: str = RUNNING
+    outcome: CycleOutcome = CycleOutcome.RUNNING
     end_time: float | None = None
-    first_failure: dict[str, Any] | None = None
+    first_failure: JsonDict | None = None
     version: int = RECORD_VERSION
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> JsonDict:
+        doc = dataclasses.asdict(self)
+        doc["outcome"] = self.outcome.value
+        return doc
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> CycleRecord:
+    def from_json(cls, doc: JsonDict) -> CycleRecord:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        kw = {k: v for k, v in doc.items() if k in names}
+        if "outcome" in kw:
+            kw["outcome"] = CycleOutcome(kw["outcome"])
+        return cls(**kw)
 
 
 @dataclass
@@ -112,7 +139,7 @@ class OutcomeRecord:
     exit_code: int
     outcome: str
     reason: str
-    first_failure: dict[str, Any] | None
+    first_failure: JsonDict | None
     cycles: int  # cycles run (workers started) in this attempt
     first_cycle: int | None
     last_cycle: int | None
@@ -125,24 +152,20 @@ class OutcomeRecord:
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> OutcomeRecord:
+    def from_json(cls, doc: JsonDict) -> OutcomeRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in doc.items() if k in names})
-
-
-def make_outcome(exit_code: int, reason: str, **kw: Any) -> OutcomeRecord:
-    return OutcomeRecord(exit_code=exit_code, outcome=exitcodes.describe(exit_code), reason=reason, **kw)
 
 
 def write(path: Path, record: CycleRecord | OutcomeRecord) -> None:
     atomicfile.write_json(path, record.to_json())
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> JsonDict | None:
     """A record as a dict, or None when missing or unreadable (a reader must never crash)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -37,18 +37,32 @@ def parse_signals(names: Iterable[str]) -> list[signal.Signals]:
 
 
 class SignalBox:
-    """Installs handlers for ``signals`` (main thread only) and remembers the first one."""
+    """Installs handlers for ``signals`` (main thread only) and remembers the first one.
 
-    def __init__(self, signals: Iterable[signal.Signals]) -> None:
-        self.signals = list(signals)
+    With ``install=False`` nothing is installed and signals arrive only through
+    :meth:`deliver`: several launchers can then run in one process (the cycle's unit
+    tests), each with its own box.
+    """
+
+    def __init__(self, signals: Iterable[signal.Signals | int], *, install: bool = True) -> None:
+        self.signals = [signal.Signals(s) for s in signals]
         self.received: signal.Signals | None = None
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._old_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
-        self._old_handlers = {s: signal.signal(s, self._handle) for s in self.signals}
+        self._old_wakeup: int | None = None
+        self._old_handlers: dict[signal.Signals, object] = {}
+        if install:
+            self._old_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+            self._old_handlers = {s: signal.signal(s, self._handle) for s in self.signals}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signal.Signals(signum)
+
+    def deliver(self, signum: int) -> None:
+        """As if ``signum`` had arrived (what the handler and the wake-up fd do)."""
+        self._handle(signum, None)
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, bytes([int(signum) & 0xFF]))
 
     @property
     def fd(self) -> int:
@@ -72,9 +86,10 @@ class SignalBox:
     def close(self) -> None:
         for sig, old in self._old_handlers.items():
             with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, old)
-        with contextlib.suppress(ValueError):
-            signal.set_wakeup_fd(self._old_wakeup)
+                signal.signal(sig, old)  # type: ignore[arg-type]
+        if self._old_wakeup is not None:
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(self._old_wakeup)
         for fd in (self._read_fd, self._write_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)

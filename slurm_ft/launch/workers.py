@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from slurm_ft.topology.apply import inherited_by_children
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -220,7 +222,6 @@ class WorkerGroup:
     """This node's workers of one cycle."""
 
     workers: list[Worker] = field(default_factory=list)
-    started_at: float = 0.0  # monotonic time after the last spawn
 
     @property
     def pids(self) -> list[int]:
@@ -228,9 +229,6 @@ class WorkerGroup:
 
     def running(self) -> list[Worker]:
         return [w for w in self.workers if w.exit is None]
-
-    def exits(self) -> list[WorkerExit]:
-        return [w.exit for w in self.workers if w.exit is not None]
 
     def all_succeeded(self) -> bool:
         return all(w.exit is not None and w.exit.ok for w in self.workers)
@@ -307,6 +305,8 @@ class WorkerSpec:
     rank: int
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    cpus: frozenset[int] | None = None  # CPU affinity it starts with; None: the launcher's
+    mem_node: int | None = None  # NUMA node its memory prefers; None: the kernel's default
 
 
 def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
@@ -340,6 +340,8 @@ def spawn(
 
     ``helper`` (see :func:`pdeathsig_helper`) sets the parent-death signal; without one a
     ``preexec_fn`` does it (and also closes the race of a launcher dying before it).
+    A spec's ``cpus``/``mem_node`` are inherited from this thread at the fork
+    (:func:`slurm_ft.topology.apply.inherited_by_children`), so each worker is born placed.
     On a failure part-way (an unexecutable command) the workers already started are killed
     and the error propagates, so a spawn never leaves half a group running.
     """
@@ -348,22 +350,22 @@ def spawn(
     try:
         for spec in specs:
             out = output_fds.get(spec.local_rank) if output_fds else None
-            proc = subprocess.Popen(
-                [*helper, *spec.argv],
-                env=dict(spec.env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                preexec_fn=preexec,
-                close_fds=True,
-            )
+            with inherited_by_children(spec.cpus, spec.mem_node):
+                proc = subprocess.Popen(
+                    [*helper, *spec.argv],
+                    env=dict(spec.env),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                    close_fds=True,
+                )
             group.workers.append(Worker(spec.local_rank, spec.rank, proc, os.pidfd_open(proc.pid)))
     except BaseException:
         group.kill_now()
         raise
-    group.started_at = time.monotonic()
     return group
 
 
@@ -383,17 +385,10 @@ def orphaned_children(self_pid: int) -> list[int]:
     return out
 
 
-def kill_orphans(self_pid: int, known: Iterable[int] = ()) -> list[int]:
-    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
-
-    ``known`` are children that are not ours to kill (none today; kept for the caller's
-    store thread helpers should they ever be processes).
-    """
-    skip = set(known)
+def kill_orphans(self_pid: int) -> list[int]:
+    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren)."""
     killed = []
     for pid in orphaned_children(self_pid):
-        if pid in skip:
-            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

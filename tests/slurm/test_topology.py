@@ -16,7 +16,7 @@ def test_two_node_step_derives_ranks_master_and_one_port(slurm_cluster):
         "#!/bin/bash\n"
         "#SBATCH -N 2\n"
         "#SBATCH -o slurm.out\n"
-        "srun --ntasks-per-node=1 -o 'node-%n.json' python -m slurm_ft.slurm --json\n",
+        "srun --ntasks-per-node=1 -o 'node-%n.json' python -m slurm_ft.cli.topology --json\n",
     )
     job = slurm_cluster.sbatch(script)
     fields = slurm_cluster.wait_final(job, timeout=60)

@@ -24,6 +24,8 @@ class FakeGpu:
     retired_pages_pending: Any = False
     processes: Any = field(default_factory=list)  # [(pid, bytes)]
     memory_used: Any = 400 * MIB
+    pci_bus_id: Any = NOT_SUPPORTED  # "00000000:18:00.0"
+    uuid: Any = NOT_SUPPORTED
 
 
 def _answer(value: Any) -> Any:
@@ -49,6 +51,12 @@ class FakeNvml:
 
     def name(self, index: int) -> str:
         return "Fake GPU"
+
+    def pci_bus_id(self, index: int) -> str:
+        return _answer(self.gpus[index].pci_bus_id)
+
+    def uuid(self, index: int) -> str:
+        return _answer(self.gpus[index].uuid)
 
     def recovery_action(self, index: int) -> int:
         return _answer(self.gpus[index].recovery_action)

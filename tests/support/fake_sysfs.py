@@ -57,3 +57,37 @@ def net_if(
     else:
         cdc.write_text(f"{carrier_down_count}\n")
     return idir
+
+
+def numa_node(root: Path, node: int, cpus: str) -> None:
+    ndir = root / "devices" / "system" / "node" / f"node{node}"
+    ndir.mkdir(parents=True, exist_ok=True)
+    (ndir / "cpulist").write_text(cpus + "\n")
+
+
+def cpu_core(root: Path, cpu: int, *, package: int, siblings: str) -> None:
+    tdir = root / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
+    tdir.mkdir(parents=True, exist_ok=True)
+    (tdir / "physical_package_id").write_text(f"{package}\n")
+    (tdir / "thread_siblings_list").write_text(siblings + "\n")
+
+
+def pci_function(root: Path, path: tuple[str, ...], *, numa: int, local_cpulist: str = "") -> Path:
+    """``devices/pci0000:15/<bridge>/.../<bdf>`` plus the ``bus/pci/devices/<bdf>`` link, as sysfs has."""
+    ddir = root / "devices"
+    for part in path:
+        ddir = ddir / part
+    ddir.mkdir(parents=True, exist_ok=True)
+    (ddir / "numa_node").write_text(f"{numa}\n")
+    (ddir / "local_cpulist").write_text(local_cpulist + "\n")
+    link = root / "bus" / "pci" / "devices" / path[-1]
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(Path("..", "..", "..", "devices", *path))
+    return ddir
+
+
+def rdma_nic(root: Path, name: str, path: tuple[str, ...], *, numa: int, up: bool = True) -> None:
+    """An RDMA device with one port whose ``device`` link points at its PCI function."""
+    pci_function(root, path, numa=numa)
+    ib_port(root, name, 1, state="ACTIVE" if up else "DOWN", phys="LinkUp" if up else "Polling")
+    (root / "class" / "infiniband" / name / "device").symlink_to(Path("..", "..", "..", "devices", *path))

@@ -215,3 +215,12 @@ def test_adapter_reads_the_recovery_action_field_and_its_own_return_code():
     mod.nvmlDeviceGetFieldValues = lambda handle, ids: field(3, 0)
     with pytest.raises(NvmlNotSupported):
         NvmlAdapter(mod).recovery_action(0)
+
+
+def test_adapter_gives_pci_bus_id_and_uuid_as_text():
+    mod = _fake_pynvml(
+        nvmlDeviceGetPciInfo=lambda handle: types.SimpleNamespace(busId=b"00000000:1B:00.0"),
+        nvmlDeviceGetUUID=lambda handle: "GPU-5e1f",
+    )
+    adapter = NvmlAdapter(mod)
+    assert (adapter.pci_bus_id(0), adapter.uuid(0)) == ("00000000:1B:00.0", "GPU-5e1f")

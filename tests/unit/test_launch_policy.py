@@ -11,12 +11,14 @@ import pytest
 
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import cyclecount, policy, workers
-from slurm_ft.launch.records import Failure
+from slurm_ft.launch.records import Failure, FailureKind
 from slurm_ft.statedir import StateDir
 
 
 def worker_failure(**kw) -> Failure:
-    base = dict(kind="worker", node="node1", node_rank=1, time=1.0, rank=3, local_rank=1, exit_code=7)
+    base = dict(
+        kind=FailureKind.WORKER, node="node1", node_rank=1, time=1.0, rank=3, local_rank=1, exit_code=7
+    )
     base.update(kw)
     return Failure(**base)
 
@@ -51,7 +53,11 @@ def test_unhealthy_wins_over_everything_with_94():
 def test_lost_departed_or_missing_launchers_stop_with_1():
     assert decide(lost=["node1"]) == policy.Verdict(False, 1, "lost launcher on node1")
     gone = worker_failure(
-        kind="signal", rank=None, local_rank=None, exit_code=None, detail="launcher received SIGTERM"
+        kind=FailureKind.SIGNAL,
+        rank=None,
+        local_rank=None,
+        exit_code=None,
+        detail="launcher received SIGTERM",
     )
     v = decide(restart=1, previous_failure=gone)
     assert (v.run, v.exit_code, v.reason) == (
@@ -69,12 +75,13 @@ def test_failure_descriptions():
     )
     assert worker_failure(message="boom").describe().endswith("exit code 7: boom")
     assert worker_failure().retryable
-    assert not worker_failure(kind="lost-node").retryable
+    assert not worker_failure(kind=FailureKind.LOST_NODE).retryable
 
 
-def test_exit_for_signal():
-    assert policy.exit_for_signal(signal.SIGTERM) == 143
-    assert policy.exit_for_signal(signal.SIGUSR1) == 138
+def test_signal_endings():
+    assert policy.signalled(signal.SIGTERM, "node1") == policy.Ending(143, "node1 received SIGTERM")
+    assert policy.signalled(signal.SIGUSR1, None) == policy.Ending(138, "received SIGUSR1")
+    assert policy.signalled(signal.SIGUSR1, None).outcome == "signal-SIGUSR1"
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ from slurm_ft.launch import records
 
 
 def test_outcome_record_carries_what_templates_read(tmp_path):
-    rec = records.make_outcome(
-        94,
-        "unhealthy: node3: nic: ib0 down",
+    rec = records.OutcomeRecord(
+        exit_code=94,
+        outcome="unhealthy",
+        reason="unhealthy: node3: nic: ib0 down",
         first_failure=None,
         cycles=0,
         first_cycle=None,

@@ -1,4 +1,4 @@
-"""SlurmJob.from_env, rdzv_port and ``python -m slurm_ft.slurm`` on made and on captured environments."""
+"""SlurmJob.from_env, rdzv_port and ``python -m slurm_ft.cli.topology`` on made and captured environments."""
 
 from __future__ import annotations
 
@@ -437,14 +437,14 @@ def test_rdzv_port_rejects_impossible_ports(
         rdzv_port(SlurmJob.from_env(batch_env()), port_range, override)
 
 
-# --- python -m slurm_ft.slurm -------------------------------------------------------------
+# --- python -m slurm_ft.cli.topology -------------------------------------------------------------
 
 
 def run_main(env: dict[str, str], *args: str, hashseed: str = "0") -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SLURMD_"))}
     base.update(env, PYTHONHASHSEED=hashseed)
     return subprocess.run(
-        [sys.executable, "-m", "slurm_ft.slurm", *args],
+        [sys.executable, "-m", "slurm_ft.cli.topology", *args],
         env=base,
         capture_output=True,
         text=True,

@@ -1,0 +1,313 @@
+"""The launcher's background threads: heart-beat, peer monitor, halt waiter, watchdog.
+
+Each runs on its own store connection, because a store call blocks its thread and the
+main thread must stay free to watch the workers. None of them is allowed to die
+silently: a thread that ends for any reason other than :meth:`stop` records why
+(:meth:`BackgroundThread.died`) and wakes the main loop, which then ends the attempt as
+it would on a lost store. Staleness of a heart-beat is judged on node 0's own monotonic
+clock (when did the counter last change), never by comparing clocks of two machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from slurm_ft.launch.client import Client
+from slurm_ft.launch.stores import StoreLost
+
+Clock = Callable[[], float]
+WATCHDOG_GRACE_S = 1.0
+WATCHDOG_TICK_S = 0.25
+
+
+class BackgroundThread(threading.Thread):
+    """A daemon thread whose unexpected end is recorded and announced on ``wake_fd``."""
+
+    def __init__(self, name: str, wake_fd: int | None) -> None:
+        super().__init__(name=name, daemon=True)
+        self._wake_fd = wake_fd
+        self._stop_event = threading.Event()
+        self._death: str | None = None
+        self._death_lock = threading.Lock()
+
+    def body(self) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        try:
+            self.body()
+        except StoreLost as exc:
+            self._die(str(exc))
+        except Exception as exc:  # a bug must not leave the launcher blind
+            self._die(f"{type(exc).__name__}: {exc}")
+        else:
+            if not self._stop_event.is_set():
+                self._die("ended unexpectedly")
+
+    def _die(self, why: str) -> None:
+        if self._stop_event.is_set():
+            return
+        with self._death_lock:
+            self._death = f"{self.name} stopped: {why}"
+        if self._wake_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_fd, b"d")
+
+    def died(self) -> str | None:
+        with self._death_lock:
+            return self._death
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class Heartbeat(BackgroundThread):
+    """A peer's heart-beat. The store host being lost shows up here as an error or as no
+    successful beat for ``timeout`` seconds (a frozen host answers nothing, and a blocked
+    store call cannot be interrupted): see :meth:`lost`."""
+
+    def __init__(
+        self, client: Client, node: int, interval: float, timeout: float, *, clock: Clock = time.monotonic
+    ) -> None:
+        super().__init__("slurm-ft-heartbeat", None)
+        self.client = client
+        self._node = node
+        self._interval = interval
+        self._timeout = timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_ok = clock()
+
+    def body(self) -> None:
+        while not self._stop_event.is_set():
+            self.client.beat(self._node)
+            with self._lock:
+                self._last_ok = self._clock()
+            self._stop_event.wait(self._interval)
+
+    def lost(self) -> str | None:
+        """Why the store host counts as lost, or None."""
+        died = self.died()
+        if died is not None:
+            return died
+        with self._lock:
+            silent = self._clock() - self._last_ok
+        if silent > self._timeout:
+            return f"rendezvous store silent for {silent:.1f}s"
+        return None
+
+
+class PeerMonitor(BackgroundThread):
+    """Node 0: notices peers whose heart-beat counter stopped changing.
+
+    A peer counts only once its counter moved above 0 (it connected); one that never
+    connects is the join timeout's business.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        peers: Sequence[int],
+        interval: float,
+        timeout: float,
+        wake_fd: int | None,
+        *,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        super().__init__("slurm-ft-peer-monitor", wake_fd)
+        self.client = client
+        self._peers = list(peers)
+        self._interval = interval
+        self._timeout = timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._lost: dict[int, float] = {}
+
+    def body(self) -> None:
+        last_value: dict[int, int] = {}
+        last_change: dict[int, float] = {}
+        while not self._stop_event.is_set():
+            values = self.client.beats(self._peers)
+            now = self._clock()
+            for node, value in zip(self._peers, values, strict=True):
+                if value != last_value.get(node):
+                    last_value[node] = value
+                    last_change[node] = now
+                elif value > 0 and now - last_change[node] > self._timeout:
+                    with self._lock:
+                        self._lost.setdefault(node, now - last_change[node])
+            self._stop_event.wait(self._interval)
+
+    def lost(self) -> dict[int, float]:
+        """Lost peers and how long they had been silent when noticed."""
+        with self._lock:
+            return dict(self._lost)
+
+
+class HaltWaiter(BackgroundThread):
+    """Wakes the launcher's main loop the moment any launcher halts the current cycle.
+
+    The main loop also polls the store every ``monitor_interval``, so nothing depends on
+    this thread; it only takes the polling delay off the restart's critical path. It
+    blocks in the store (no CPU) and signals through the main loop's wake pipe.
+    """
+
+    WAIT_S = 3600.0
+
+    def __init__(self, client: Client, wake_fd: int) -> None:
+        super().__init__("slurm-ft-halt-waiter", wake_fd)
+        self.client = client
+        self._cycles: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._current = -1
+        self._lock = threading.Lock()
+
+    def watch(self, i: int) -> None:
+        """Start waiting for cycle i's halt (after the one before was halted)."""
+        with self._lock:
+            self._current = i
+        self._cycles.put(i)
+
+    def _is_current(self, i: int) -> bool:
+        with self._lock:
+            return self._current == i
+
+    def body(self) -> None:
+        while True:
+            i = self._cycles.get()
+            if i is None:
+                return
+            while not self.client.wait_halt(i, self.WAIT_S):
+                if not self._is_current(i):
+                    break
+            if self._is_current(i) and self._wake_fd is not None:
+                os.write(self._wake_fd, b"h")
+
+    def stop(self) -> None:
+        super().stop()
+        self._cycles.put(None)
+
+
+class StoreWatchdog(BackgroundThread):
+    """A peer's last resort when node 0 freezes instead of dying.
+
+    A dead store host resets its connections and the main thread notices at its next
+    store call. A frozen or unreachable one answers nothing, and a blocked store call
+    cannot be interrupted, so the main thread may never get to notice. The watchdog does
+    no store I/O: once the heart-beat has been failing for ``grace`` seconds more it calls
+    ``emergency`` (which kills the worker groups and ends the launcher with exit 1: the one
+    documented exit that does not go through the launcher's single ending path).
+    """
+
+    def __init__(
+        self,
+        heartbeat: Heartbeat,
+        emergency: Callable[[str], None],
+        grace: float = WATCHDOG_GRACE_S,
+        *,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        super().__init__("slurm-ft-store-watchdog", None)
+        self._heartbeat = heartbeat
+        self._emergency = emergency
+        self._grace = grace
+        self._clock = clock
+
+    def body(self) -> None:
+        first_seen: float | None = None
+        while not self._stop_event.wait(WATCHDOG_TICK_S):
+            why = self._heartbeat.lost()
+            if why is None:
+                first_seen = None
+                continue
+            now = self._clock()
+            if first_seen is None:
+                first_seen = now
+            elif now - first_seen >= self._grace:
+                self._emergency(why)
+                return
+
+
+class BackgroundDied(Exception):
+    """A background thread died while the main thread waited on the store."""
+
+
+class BackgroundSet:
+    """The threads one launcher runs, by role: node 0 monitors its peers; a peer beats
+    and guards against a frozen node 0; with more than one node, everyone runs a halt
+    waiter. A single node runs none."""
+
+    def __init__(self) -> None:
+        self.heartbeat: Heartbeat | None = None
+        self.monitor: PeerMonitor | None = None
+        self.waiter: HaltWaiter | None = None
+        self.watchdog: StoreWatchdog | None = None
+
+    @classmethod
+    def start(
+        cls,
+        client: Client,
+        *,
+        node_rank: int,
+        num_nodes: int,
+        interval: float,
+        timeout: float,
+        wake_fd: int,
+        emergency: Callable[[str], None],
+        clock: Clock = time.monotonic,
+    ) -> BackgroundSet:
+        threads = cls()
+        if num_nodes <= 1:
+            return threads
+        if node_rank == 0:
+            threads.monitor = PeerMonitor(
+                client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
+            )
+        else:
+            threads.heartbeat = Heartbeat(client.clone(timeout), node_rank, interval, timeout, clock=clock)
+            threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
+        threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
+        for t in threads._all():
+            t.start()
+        return threads
+
+    def _all(self) -> list[BackgroundThread]:
+        return [t for t in (self.monitor, self.heartbeat, self.watchdog, self.waiter) if t is not None]
+
+    def watch_halt(self, i: int) -> None:
+        if self.waiter is not None:
+            self.waiter.watch(i)
+
+    def lost_peers(self) -> dict[int, float]:
+        return self.monitor.lost() if self.monitor is not None else {}
+
+    def store_lost(self) -> str | None:
+        """Why node 0's store counts as lost (a peer's heart-beat failing), or None."""
+        return self.heartbeat.lost() if self.heartbeat is not None else None
+
+    def died(self) -> str | None:
+        """The first thread (other than the heart-beat, see :meth:`store_lost`) that died."""
+        for t in (self.monitor, self.waiter):
+            if t is not None and t.died() is not None:
+                return t.died()
+        return None
+
+    def abort_check(self, received: Callable[[], bool]) -> Callable[[], bool]:
+        """For the store waits of the main thread: True once a signal arrived; raises
+        :class:`BackgroundDied` when a thread died meanwhile."""
+
+        def check() -> bool:
+            died = self.died()
+            if died is not None:
+                raise BackgroundDied(died)
+            return received()
+
+        return check
+
+    def stop(self) -> None:
+        for t in self._all():
+            t.stop()

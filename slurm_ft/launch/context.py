@@ -1,0 +1,46 @@
+"""The launcher's validated, frozen inputs, built once by ``cli/launch.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurm_ft.config import Settings
+from slurm_ft.launch.workers import Entry, Topology
+from slurm_ft.slurm import SlurmJob
+from slurm_ft.statedir import StateDir
+from slurm_ft.topology.plan import Plan
+
+
+class BadInput(Exception):
+    """Input found wrong only once the launcher started (port in use, corrupt ledger): exit 2."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    job: SlurmJob
+    settings: Settings
+    entry: Entry
+    topo: Topology
+    state: StateDir
+    rdzv_port: int  # unused (0) on a single node: the store is in process
+    base_env: Mapping[str, str]
+    python: str
+    cwd: str
+    health_checks: bool  # run the health checks before each join
+    run_id: str
+    signals: tuple[int, ...]
+    spawn_helper: tuple[str, ...] = ()  # workers.pdeathsig_helper()
+    placement: Plan | None = None  # CPU/NUMA binding and NIC of each local rank, when asked
+
+    @property
+    def is_node0(self) -> bool:
+        return self.job.node_rank == 0
+
+    @property
+    def num_nodes(self) -> int:
+        return self.job.num_nodes
+
+
+def run_id_for(job: SlurmJob) -> str:
+    return f"{job.job_key}-a{job.attempt}"

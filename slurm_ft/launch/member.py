@@ -1,0 +1,204 @@
+"""What every launcher does in a cycle, node 0 included: check its health, join, start its
+workers, watch them and the job, stop them.
+
+Node 0's additional duties (deciding, judging heart-beats) are the coordinator's; the
+member only asks its ``judge`` during the watch, which node 0 supplies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from slurm_ft import health
+from slurm_ft.health import nicmonitor
+from slurm_ft.launch.background import BackgroundSet
+from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.client import Client
+from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.cycleworkers import CycleWorkers
+from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.protocol import Decision, JoinInfo
+from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.stores import Interrupted, StoreLost
+
+DECISION_GRACE_S = 30.0
+
+Judge = Callable[[int], Failure | None]
+
+
+class WatchEndKind(Enum):
+    SUCCESS = "success"  # every worker on every node exited 0
+    FAILURE = "failure"  # the cycle's first failure, anywhere
+    SIGNAL = "signal"  # this launcher received a terminating signal
+    STORE_LOST = "store-lost"  # node 0's store went away or froze
+    BLIND = "blind"  # a background thread died: the job can no longer be seen
+
+
+@dataclass(frozen=True)
+class WatchEnd:
+    kind: WatchEndKind
+    failure: Failure | None = None
+    signum: int | None = None
+    detail: str = ""
+
+
+class Member:
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        client: Client,
+        threads: BackgroundSet,
+        books: Bookkeeper,
+        events: EventLog,
+        signals: SignalBox,
+        wake_fd: int,
+    ) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.threads = threads
+        self.books = books
+        self.ev = events
+        self.sig = signals
+        self._wake_fd = wake_fd
+        self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
+        self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
+        for warning in cfg.placement.warnings if cfg.placement else ():
+            self.ev.event(f"placement: {warning}")
+
+    # ------------------------------------------------------------------ health + join
+
+    def check_health(self, i: int) -> str | None:
+        """None when healthy (or checks are off this cycle), else '<check>: <detail>'."""
+        launch = self.cfg.settings.launch
+        if not self.cfg.health_checks or not (launch.health_before_join or i == 0):
+            return None
+        report = health.run_checks(
+            self.cfg.settings.health,
+            node_name=self.cfg.job.node_name,
+            expected_gpus=self.cfg.settings.health.gpus or self.cfg.job.gpus_on_node,
+            baseline=self._baseline,
+            own_pids=[os.getpid()],
+        )
+        first = report.first_failure
+        if report.healthy or first is None:
+            return None
+        detail = f"{first.name}: {first.detail}"
+        self.books.own_unhealthy(detail, report.to_json())
+        self.ev.event(f"node unhealthy: {detail}")
+        return detail
+
+    def join(self, i: int, unhealthy: str | None) -> None:
+        job = self.cfg.job
+        self.client.join(
+            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy)
+        )
+
+    def await_decision(self, i: int) -> Decision:
+        """A peer waits for node 0's decision (raises StoreLost when none comes)."""
+        launch = self.cfg.settings.launch
+        decision = self.client.wait_decision(
+            i,
+            deadline=time.monotonic() + launch.join_timeout + DECISION_GRACE_S,
+            abort=self.threads.abort_check(lambda: self.sig.received is not None),
+        )
+        if decision is None:
+            raise StoreLost("no decision from node 0 within the join timeout")
+        return decision
+
+    # ------------------------------------------------------------------ watch
+
+    def watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
+        """Until this cycle ends anywhere; the first reason found is the answer."""
+        done_marked = False
+        self.threads.watch_halt(i)
+        if self.nics is not None:
+            self.nics.rebase(time.monotonic())
+        while True:
+            exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
+            self.sig.drain()
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_fd, 64)
+            if self.sig.received is not None:
+                return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+            try:
+                bad = [e for e in exits if not e.ok]
+                if bad:
+                    first = bad[0]
+                    self.ev.event(f"worker rank {first.rank} (local {first.local_rank}) {first.describe()}")
+                    won = self.client.publish_failure(i, workers.failure_of(first))
+                    return WatchEnd(WatchEndKind.FAILURE, failure=won)
+                for e in exits:
+                    self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
+                if not done_marked and workers.all_succeeded():
+                    self.client.mark_done(i)
+                    done_marked = True
+                end = self._nic_view(i) or self._job_view(i, judge)
+            except StoreLost as exc:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
+            if end is not None:
+                return end
+            why = self.threads.store_lost()
+            if why:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
+            died = self.threads.died()
+            if died:
+                return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _nic_view(self, i: int) -> WatchEnd | None:
+        """Monitored NICs (a sysfs read every ``nic_monitor_interval``): every change is an
+        event; a fatal one ends the cycle as this node's failure."""
+        if self.nics is None:
+            return None
+        for event in self.nics.sample(time.monotonic()):
+            self.ev.event(event.message())
+            if event.fatal:
+                won = self.client.publish_failure(i, self.own_failure(FailureKind.NIC, event.message()))
+                return WatchEnd(WatchEndKind.FAILURE, failure=won)
+        return None
+
+    def _job_view(self, i: int, judge: Judge | None) -> WatchEnd | None:
+        """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
+        poll = self.client.poll(i)
+        if poll.failure is not None:
+            return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
+        if poll.done >= self.cfg.num_nodes:
+            self.client.halt(i)  # wakes the others at once
+            return WatchEnd(WatchEndKind.SUCCESS)
+        if judge is not None:
+            failure = judge(i)
+            if failure is not None:
+                return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
+        return None
+
+    def publish_quietly(self, i: int, failure: Failure) -> None:
+        """Best effort: the store may already be gone when this launcher is leaving."""
+        with contextlib.suppress(StoreLost):
+            self.client.publish_failure(i, failure)
+
+    def own_failure(self, kind: FailureKind, detail: str) -> Failure:
+        """A failure of this launcher itself (a signal it received, a bug, blindness)."""
+        job = self.cfg.job
+        return Failure(
+            kind=kind, node=job.node_name, node_rank=job.node_rank, time=time.time(), detail=detail
+        )
+
+    def confirm_success(self, i: int, cycle: int, abort: Callable[[], bool]) -> None:
+        """A peer reads node 0's result (so the records agree) and says it read it."""
+        client = self.client
+        try:
+            result = client.wait_result(
+                i, deadline=time.monotonic() + self.cfg.settings.launch.result_linger_timeout, abort=abort
+            )
+            client.ack()
+        except (StoreLost, Interrupted):
+            result = None
+        self.books.peer_close(cycle, lambda: client.result(i))
+        if result is None:
+            self.ev.event("finished, but node 0 did not confirm the result")

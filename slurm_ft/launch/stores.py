@@ -1,0 +1,292 @@
+"""The stores under the protocol: node 0's TCPStore (and connections to it) or, for a
+single node, an in-memory store with the same semantics.
+
+Everything torch-specific about the store lives here: how it is opened, how its errors
+are told apart (a timeout is an answer, anything else means the store is lost), and the
+one back-off rule that every polling wait of the launcher uses.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Protocol, TypeVar
+
+CONNECT_ATTEMPT_S = 2.0
+FAST_POLL_S = 0.005
+FAST_POLL_PERIOD_S = 2.0
+
+T = TypeVar("T")
+
+
+class StoreLost(Exception):
+    """The store (node 0) cannot be reached any more."""
+
+
+class StoreBindError(Exception):
+    """Node 0 could not listen on the rendezvous port."""
+
+
+class WaitTimeout(RuntimeError):
+    """The in-memory store's counterpart of torch's ``DistStoreError`` on a timed-out wait."""
+
+
+class Interrupted(Exception):
+    """A wait ended because the caller's abort predicate became true (a signal arrived)."""
+
+
+class Store(Protocol):
+    """The subset of ``torch.distributed.Store`` the protocol uses (TCPStore, or a
+    connection to the in-memory :class:`LocalStore`)."""
+
+    def set(self, key: str, value: str | bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def check(self, keys: list[str]) -> bool: ...
+    def add(self, key: str, amount: int) -> int: ...
+    def multi_get(self, keys: list[str]) -> list[bytes]: ...
+    def multi_set(self, keys: list[str], values: list[str]) -> None: ...
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes: ...
+    @property
+    def port(self) -> int: ...
+    def wait(self, keys: list[str], timeout: datetime.timedelta) -> None: ...
+    def set_timeout(self, timeout: datetime.timedelta) -> None: ...
+
+
+def _c10d() -> ModuleType:
+    """torch.distributed, imported on first use: --dry-run and bad input must not pay for it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch.distributed as dist
+    return dist
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """A store call that timed out (the key is not there yet) rather than a lost store.
+
+    torch raises ``DistStoreError`` for timeouts and ``DistNetworkError`` for a broken
+    connection; both are ``RuntimeError``s, so the type, not the message, tells them apart.
+    """
+    if isinstance(exc, WaitTimeout):
+        return True
+    if "torch" not in sys.modules:  # no torch store was ever opened in this process
+        return False
+    return isinstance(exc, _c10d().DistStoreError)
+
+
+def lost(exc: BaseException) -> StoreLost:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return StoreLost(f"rendezvous store unreachable: {first}")
+
+
+def poll_until(
+    ready: Callable[[], T | None],
+    *,
+    deadline: float,
+    abort: Callable[[], bool],
+    sleep: Callable[[float], None],
+    max_interval: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> T | None:
+    """``ready()`` until it gives a value, or None at ``deadline`` (on ``clock``).
+
+    Polls every 5 ms for the first seconds (a restart waits here: every millisecond
+    counts), then with a growing interval up to ``max_interval`` (cheap for the store when
+    the answer is minutes away). ``abort`` (a signal arrived) raises :class:`Interrupted`.
+    """
+    interval = FAST_POLL_S
+    fast_until = clock() + FAST_POLL_PERIOD_S
+    while True:
+        value = ready()
+        if value is not None:
+            return value
+        if abort():
+            raise Interrupted()
+        left = deadline - clock()
+        if left <= 0:
+            return None
+        sleep(min(interval, left))
+        if clock() > fast_until:
+            interval = min(interval * 1.5, max_interval)
+
+
+def host(port: int, op_timeout: float) -> Store:
+    """Node 0: listen on all interfaces; ``port`` 0 picks a free one."""
+    dist = _c10d()
+    try:
+        store: Store = dist.TCPStore(
+            "0.0.0.0",
+            port,
+            None,
+            True,
+            datetime.timedelta(seconds=op_timeout),
+            wait_for_workers=False,
+            use_libuv=True,
+        )
+    except RuntimeError as exc:
+        raise StoreBindError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    return store
+
+
+def connect(
+    address: str,
+    port: int,
+    *,
+    deadline: float,
+    op_timeout: float,
+    abort: Callable[[], bool],
+    sleep: Callable[[float], None],
+) -> Store:
+    """Retry until ``deadline`` (monotonic): node 0 may start a little later than us."""
+    dist = _c10d()
+    while True:
+        if abort():
+            raise Interrupted()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StoreLost(f"could not reach the rendezvous store at {address}:{port}")
+        try:
+            store: Store = dist.TCPStore(
+                address,
+                port,
+                None,
+                False,
+                datetime.timedelta(seconds=max(0.1, min(CONNECT_ATTEMPT_S, left))),
+                use_libuv=True,
+            )
+        except RuntimeError:
+            sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            continue
+        store.set_timeout(datetime.timedelta(seconds=op_timeout))
+        return store
+
+
+def reconnect(address: str, port: int, op_timeout: float) -> Store:
+    """A second connection to a store that is known to be up, for another thread."""
+    store: Store = _c10d().TCPStore(
+        address, port, None, False, datetime.timedelta(seconds=op_timeout), use_libuv=True
+    )
+    return store
+
+
+class LocalStore:
+    """The store of a single-node run, in the launcher's own memory.
+
+    With one node there is no peer to reach the store, so opening a port and importing
+    torch (seconds of start-up on every launch) would buy nothing. It keeps TCPStore's
+    semantics (values are bytes, ``add`` creates a missing key, ``compare_set`` with
+    ``expected=""`` sets a missing key, ``get`` of a missing key is an error, ``wait``
+    blocks until keys appear) and its shape: the data lives here, and each user holds a
+    :class:`LocalConnection`, which can be closed, as can the whole store (a lost host) —
+    which is what lets the cycle's unit tests run several launchers in one process.
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.changed = threading.Condition()
+        self.down = False
+
+    def connect(self) -> LocalConnection:
+        return LocalConnection(self)
+
+    def shutdown(self) -> None:
+        """Every connection fails from now on, as when the store host dies."""
+        with self.changed:
+            self.down = True
+            self.changed.notify_all()
+
+
+class LocalConnection:
+    """One user's connection to a :class:`LocalStore` (see :class:`Store`)."""
+
+    port = 0
+
+    def __init__(self, store: LocalStore) -> None:
+        self.store = store
+        self.closed = False
+
+    def reconnect(self) -> LocalConnection:
+        return LocalConnection(self.store)
+
+    def close(self) -> None:
+        with self.store.changed:
+            self.closed = True
+            self.store.changed.notify_all()
+
+    def _data(self) -> dict[str, bytes]:
+        """Call with the store's lock held."""
+        if self.closed or self.store.down:
+            raise RuntimeError("connection to the in-memory store closed")
+        return self.store.data
+
+    @staticmethod
+    def _b(value: str | bytes) -> bytes:
+        return value.encode() if isinstance(value, str) else bytes(value)
+
+    def set(self, key: str, value: str | bytes) -> None:
+        with self.store.changed:
+            self._data()[key] = self._b(value)
+            self.store.changed.notify_all()
+
+    def get(self, key: str) -> bytes:
+        with self.store.changed:
+            data = self._data()
+            if key not in data:
+                raise RuntimeError(f"key not found: {key}")
+            return data[key]
+
+    def check(self, keys: Sequence[str]) -> bool:
+        with self.store.changed:
+            data = self._data()
+            return all(k in data for k in keys)
+
+    def add(self, key: str, amount: int) -> int:
+        with self.store.changed:
+            data = self._data()
+            value = int(data.get(key, b"0")) + amount
+            data[key] = str(value).encode()
+            self.store.changed.notify_all()
+            return value
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        with self.store.changed:
+            data = self._data()
+            missing = [k for k in keys if k not in data]
+            if missing:
+                raise RuntimeError(f"key not found: {missing[0]}")
+            return [data[k] for k in keys]
+
+    def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:
+        with self.store.changed:
+            data = self._data()
+            for k, v in zip(keys, values, strict=True):
+                data[k] = self._b(v)
+            self.store.changed.notify_all()
+
+    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
+        exp, want = self._b(expected), self._b(desired)
+        with self.store.changed:
+            data = self._data()
+            current = data.get(key)
+            if (current is None and exp == b"") or current == exp:
+                data[key] = want
+                self.store.changed.notify_all()
+                return want
+            return current if current is not None else exp
+
+    def wait(self, keys: Sequence[str], timeout: datetime.timedelta) -> None:
+        """Block until every key is set; :class:`WaitTimeout` after ``timeout``."""
+        deadline = time.monotonic() + timeout.total_seconds()
+        with self.store.changed:
+            while not all(k in self._data() for k in keys):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"wait timeout after {timeout.total_seconds():g}s, keys: {list(keys)}")
+                self.store.changed.wait(left)
+
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
+        """Operations of the in-memory store never block, except :meth:`wait`."""

@@ -1,0 +1,68 @@
+"""How a launcher leaves: an ending plus what it does on the way out.
+
+Kept apart from ``policy`` (which decides the ending as data) because a way out also
+carries an action: node 0's final message to the peers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slurm_ft.launch import policy
+from slurm_ft.launch.policy import Ending, signal_name
+from slurm_ft.launch.protocol import Decision
+
+# How long node 0 keeps the store up for peers to read why it leaves on its own.
+DEPARTURE_LINGER_S = 2.0
+
+
+@dataclass(frozen=True)
+class Exit:
+    """An ending plus what this launcher does on its way out: the event line, whether
+    node 0 announces it to the peers (and how long it waits for them to read it), whether
+    a peer confirms it read the final answer."""
+
+    ending: Ending
+    message: str | None = None
+    announce: Callable[[], None] | None = None
+    linger: float = 0.0
+    departing: bool = False  # node 0 leaves on its own: tell peers to stop at their next join
+    ack: bool = False
+
+
+Announce = Callable[[], None] | None
+
+
+def finished(announce: Announce, linger: float) -> Exit:
+    return Exit(policy.finished(), None, announce, linger)
+
+
+def stopped(decision: Decision, announce: Announce, linger: float) -> Exit:
+    """Node 0 decided to stop: it announces the decision; a peer confirms it read it."""
+    message = f"stopping: {decision.reason} (exit {decision.exit_code})"
+    return Exit(policy.stopped(decision), message, announce, linger, ack=announce is None)
+
+
+def signalled(signum: int, node_name: str | None) -> Exit:
+    """``node_name`` given: during a cycle (the workers got the signal too); else between cycles."""
+    ending = policy.signalled(signum, node_name)
+    if node_name:
+        message = f"exiting {ending.exit_code} after {signal_name(signum)}"
+    else:
+        message = f"received {signal_name(signum)} between cycles; exiting {ending.exit_code}"
+    return Exit(ending, message, linger=DEPARTURE_LINGER_S if node_name else 0.0, departing=True)
+
+
+def store_lost(detail: str, *, unhealthy: bool) -> Exit:
+    ending = policy.store_lost(detail, unhealthy=unhealthy)
+    return Exit(ending, f"lost the rendezvous store ({detail}); exiting {ending.exit_code}")
+
+
+def blind(detail: str) -> Exit:
+    ending = policy.background_failed(detail)
+    return Exit(ending, f"{detail}; exiting {ending.exit_code}", linger=DEPARTURE_LINGER_S, departing=True)
+
+
+def crashed(error: str, traceback: str) -> Exit:
+    return Exit(policy.launcher_failed(error, traceback), linger=DEPARTURE_LINGER_S, departing=True)

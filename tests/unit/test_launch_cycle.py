@@ -1,0 +1,325 @@
+"""The launcher's cycle as a state machine: coordinator and members of several nodes in
+one process, over one in-memory store, with real worker processes (``/bin/sh``) and a
+clock the test moves. Every way an attempt ends is driven here; each test takes well
+under a few seconds."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_ft import config
+from slurm_ft.launch import agent as agent_mod
+from slurm_ft.launch.agent import Agent, Phase
+from slurm_ft.launch.client import Client
+from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.policy import Ending
+from slurm_ft.launch.protocol import Action, Base, Decision, Keys
+from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.stores import LocalStore
+from slurm_ft.launch.workers import Entry, Topology
+from slurm_ft.slurm import SlurmJob
+from slurm_ft.statedir import StateDir
+from tests.support.waiting import wait_until
+
+SIGNALS = (int(signal.SIGTERM), int(signal.SIGINT))
+RUN = [Phase.HEALTH, Phase.JOIN, Phase.DECIDE, Phase.RUN, Phase.WATCH, Phase.STOP]
+
+
+class FakeClock:
+    """Monotonic time that moves only when the test says so (plus a little real time, so
+    waits that compute deadlines from it still end)."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds
+
+    def __call__(self) -> float:
+        import time
+
+        with self._lock:
+            return time.monotonic() + self._offset
+
+
+def job_env(node: int, num_nodes: int) -> dict[str, str]:
+    return {
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NUM_NODES": str(num_nodes),
+        "SLURM_NNODES": str(num_nodes),
+        "SLURM_NODEID": str(node),
+        "SLURMD_NODENAME": f"node{node}",
+        "SLURM_JOB_NODELIST": f"127.0.1.[1-{num_nodes}]" if num_nodes > 1 else "127.0.1.1",
+    }
+
+
+@dataclass
+class Node:
+    agent: Agent
+    signals: SignalBox
+    log: Path
+    ending: Ending | None = None
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+    frozen_store: list[str] = field(default_factory=list)
+
+    def events(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+class Cycle:
+    """N launchers of one job, each on its own thread, sharing one in-memory store."""
+
+    def __init__(self, tmp: Path, num_nodes: int, script: str, **settings: object) -> None:
+        self.tmp = tmp
+        self.num_nodes = num_nodes
+        self.store = LocalStore()
+        self.state = StateDir(tmp / "state")
+        self.clocks = [FakeClock() for _ in range(num_nodes)]
+        self.script = script
+        self.settings = {"launch.heartbeat_interval": 0.02, "launch.monitor_interval": 0.05, **settings}
+        self.nodes: list[Node] = []
+
+    def config(self, node: int) -> AgentConfig:
+        env = job_env(node, self.num_nodes)
+        job = SlurmJob.from_env(env)
+        cli = {"health.checks": [], **self.settings}
+        settings = config.load({}, None, cli)
+        return AgentConfig(
+            job=job,
+            settings=settings,
+            entry=Entry("command", "/bin/sh", ("-c", self.script)),
+            topo=Topology(node, self.num_nodes, 1, job.master_addr),
+            state=self.state,
+            rdzv_port=0,
+            base_env={"PATH": "/usr/bin:/bin", "MARK": str(self.tmp)},
+            python="python3",
+            cwd=str(self.tmp),
+            health_checks="health.checks" in self.settings,
+            run_id=agent_mod.run_id_for(job),
+            signals=SIGNALS,
+        )
+
+    def start(self, only: list[int] | None = None) -> Cycle:
+        for k in range(self.num_nodes):
+            if only is not None and k not in only:
+                continue
+            cfg = self.config(k)
+            box = SignalBox(cfg.signals, install=False)
+            log = self.tmp / f"node{k}.log"
+            node = Node(None, box, log)  # type: ignore[arg-type]
+            node.agent = Agent(
+                cfg,
+                EventLog(log, cfg.job.node_name, quiet=True),
+                box,
+                monotonic=self.clocks[k],
+                client=Client(self.store.connect(), Keys(cfg.run_id)),
+                on_frozen_store=node.frozen_store.append,
+                reap_orphans=False,
+            )
+            node.thread = threading.Thread(target=self._drive, args=(node,), daemon=True)
+            self.nodes.append(node)
+        for node in self.nodes:
+            assert node.thread is not None
+            node.thread.start()
+        return self
+
+    @staticmethod
+    def _drive(node: Node) -> None:
+        try:
+            node.ending = agent_mod.drive(node.agent)
+        except BaseException as exc:
+            node.error = exc
+
+    def node(self, k: int) -> Node:
+        return next(n for n in self.nodes if n.agent.cfg.job.node_rank == k)
+
+    def finish(self, timeout: float = 20.0) -> list[int]:
+        for node in self.nodes:
+            assert node.thread is not None
+            node.thread.join(timeout)
+            assert not node.thread.is_alive(), (
+                f"{node.agent.cfg.job.node_name} still running: {node.events()}"
+            )
+            assert node.error is None, node.error
+            node.signals.close()
+        return [n.ending.exit_code for n in self.nodes if n.ending is not None]
+
+    def outcome(self) -> dict:
+        return json.loads(self.state.outcome.read_text())
+
+    def in_watch(self, k: int, cycle_index: int = 0) -> bool:
+        agent = self.node(k).agent
+        return agent.phase is Phase.WATCH and agent.index == cycle_index
+
+
+EXIT0 = "exit 0"
+SLEEP = "exec sleep 30"
+
+
+def test_success_on_two_nodes(tmp_path):
+    c = Cycle(tmp_path, 2, EXIT0).start()
+    assert c.finish() == [0, 0]
+    node0 = c.node(0).agent
+    assert node0.phases == [Phase.START, *RUN, Phase.END]
+    out = c.outcome()
+    assert (out["exit_code"], out["outcome"], out["reason"]) == (0, "finished", "all workers finished")
+    assert out["nodes"] == ["node0", "node1"] and out["cycles"] == 1
+    assert "cycle 0: all workers on all nodes finished" in c.node(1).events()
+
+
+def test_worker_failure_spends_the_budget_then_stops_everyone_with_1(tmp_path):
+    c = Cycle(tmp_path, 2, '[ "$RANK" = 1 ] && exit 3; exec sleep 30', **{"launch.max_restarts": 1}).start()
+    assert c.finish() == [1, 1]
+    assert c.node(0).agent.phases == [
+        Phase.START,
+        *RUN,
+        *RUN,
+        Phase.HEALTH,
+        Phase.JOIN,
+        Phase.DECIDE,
+        Phase.END,
+    ]
+    out = c.outcome()
+    assert out["reason"] == (
+        "restart budget spent (1 restart(s), 2 cycle(s) failed); "
+        "last failure: rank 1 (local 0) on node1 (node 1): exit code 3"
+    )
+    assert out["first_failure"]["kind"] == "worker" and out["cycles"] == 2
+    assert "stopping: restart budget spent" in c.node(1).events()
+
+
+def test_signal_during_a_cycle_is_forwarded_and_ends_the_job(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
+    c.node(1).signals.deliver(signal.SIGTERM)
+    assert c.finish() == [1, 143]
+    assert "received SIGTERM: forwarding to workers" in c.node(1).events()
+    assert "stopped 1 worker(s) with SIGTERM" in c.node(1).events()
+    assert (
+        "stopping: cannot restart: node1 (node 1): launcher received SIGTERM (exit 1)" in c.node(0).events()
+    )
+    assert c.outcome()["first_failure"]["kind"] == "signal"
+
+
+def test_signal_between_cycles_ends_at_once(tmp_path):
+    c = Cycle(tmp_path, 2, EXIT0).start(only=[0])  # node 1 never comes: node 0 waits to decide
+    wait_until(lambda: c.node(0).agent.phase is Phase.DECIDE, 10, message="node 0 waiting for joins")
+    c.node(0).signals.deliver(signal.SIGINT)
+    assert c.finish() == [130]
+    assert "received SIGINT between cycles; exiting 130" in c.node(0).events()
+    assert (c.outcome()["exit_code"], c.outcome()["reason"]) == (130, "received SIGINT")
+
+
+def test_lost_launcher_is_judged_on_node0s_clock(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP, **{"launch.heartbeat_timeout": 30.0}).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
+    heartbeat = c.node(1).agent.threads.heartbeat
+    assert heartbeat is not None
+    heartbeat.stop()  # node 1 goes silent, as a frozen or dead node would
+
+    def noticed() -> bool:
+        c.clocks[0].advance(31.0)
+        return bool(c.node(0).agent.threads.lost_peers())
+
+    wait_until(noticed, 10, interval=0.05, message="node 0 noticing the silent peer")
+    assert c.finish() == [1, 1]
+    assert "cycle 0 failed: node1 (node 1): launcher silent for" in c.node(0).events()
+    assert c.outcome()["reason"] == "lost launcher on node1"
+
+
+def test_lost_store_ends_a_peer_with_1(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP).start(only=[1])
+    host = Client(c.store.connect(), Keys("77-a0"))  # the test plays node 0
+    host.prepare(2, Base(0, "u"))
+    wait_until(lambda: host.join_counts(0)[0] == 1, 10, message="node 1 joined")
+    host.publish_decision(0, Decision(Action.RUN, 0, master_port=1, nodes=("node0", "node1")))
+    wait_until(lambda: c.in_watch(1), 10, message="node 1 watching")
+    c.store.shutdown()
+    assert c.finish() == [1]
+    events = c.node(1).events()
+    assert "lost the rendezvous store" in events and "stopped 1 worker(s) with SIGTERM" in events
+    out = c.outcome()  # node 1's own state dir: it writes its view
+    assert out["exit_code"] == 1 and out["reason"].startswith("lost node 0: ")
+
+
+def test_failed_peer_monitor_is_never_silent(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
+    monitor = c.node(0).agent.threads.monitor
+    assert monitor is not None
+    monitor.client._store.close()  # its own connection breaks; the others still work
+    assert c.finish() == [1, 1]
+    events = c.node(0).events()
+    assert "slurm-ft-peer-monitor stopped: rendezvous store unreachable" in events
+    assert c.outcome()["reason"].startswith("launcher blind: slurm-ft-peer-monitor stopped")
+    assert "stopping: launcher blind" in c.node(1).events()
+
+
+def test_unhealthy_node_stops_everyone_with_94(tmp_path):
+    (tmp_path / "ok-node0").mkdir()
+    c = Cycle(tmp_path, 2, EXIT0, **{"health.checks": ["storage"], "health.paths": [f"{tmp_path}/ok-%n"]})
+    c.start()
+    assert c.finish() == [94, 94]
+    out = c.outcome()
+    assert out["unhealthy_nodes"] == ["node1"] and out["reason"].startswith("unhealthy: node1: storage")
+    assert c.node(0).agent.phases == [Phase.START, Phase.HEALTH, Phase.JOIN, Phase.DECIDE, Phase.END]
+    assert (tmp_path / "state" / "unhealthy" / "node1.json").exists()
+
+
+def test_no_progress_stops_with_93(tmp_path):
+    iteration = tmp_path / "latest_checkpointed_iteration.txt"
+    iteration.write_text("7\n")
+    c = Cycle(
+        tmp_path,
+        1,
+        "exit 3",
+        **{"launch.max_restarts": 9, "progress.checkpoint_iteration_file": str(iteration)},
+    ).start()
+    assert c.finish(30) == [93]
+    out = c.outcome()
+    assert out["exit_code"] == 93 and out["reason"].startswith("no progress: ")
+    assert out["cycles"] == 2
+
+
+def test_launcher_exception_is_one_ending_and_stops_the_peers(tmp_path):
+    c = Cycle(tmp_path, 2, EXIT0)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "cycles").write_text("not a directory")  # node 0's record write fails
+    c.start()
+    assert c.finish() == [1, 1]
+    ending = c.node(0).ending
+    assert ending is not None and ending.internal_error is not None
+    assert ending.traceback is not None and "Traceback" in ending.traceback
+    assert c.outcome()["reason"].startswith("launcher failed: ")
+    assert "stopping: launcher failed: " in c.node(1).events()
+
+
+def test_a_nic_going_down_ends_the_cycle_and_the_next_health_check_excludes_the_node(tmp_path):
+    from tests.support.fake_sysfs import ib_port
+
+    sysfs = tmp_path / "sys"
+    ib_port(sysfs, "mlx5_0", 1)
+    nic = {
+        "health.sysfs_root": str(sysfs),
+        "health.nics": ["mlx5_0"],
+        "health.nic_monitor": True,
+        "health.nic_monitor_interval": 0.05,
+        "health.nic_monitor_fatal": True,
+        "health.checks": ["nic"],
+    }
+    c = Cycle(tmp_path, 1, SLEEP, **nic).start()
+    wait_until(lambda: c.in_watch(0), 10, message="workers running")
+    ib_port(sysfs, "mlx5_0", 1, state="DOWN", phys="Disabled", link_downed=1)
+    assert c.finish() == [94]
+    events = c.node(0).events()
+    assert "NIC mlx5_0/1 went down" in events and "cycle 0 failed: node0 (node 0): NIC mlx5_0/1" in events
+    out = c.outcome()
+    assert out["first_failure"]["kind"] == "nic" and out["unhealthy_nodes"] == ["node0"]

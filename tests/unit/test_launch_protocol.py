@@ -1,0 +1,209 @@
+"""The store protocol against a real TCPStore (in this process): keys, first writer wins,
+counters, lost-peer detection on node 0's own clock, background threads that never die
+silently."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_ft.launch import background, stores
+from slurm_ft.launch import protocol as proto
+from slurm_ft.launch.client import Client
+from slurm_ft.launch.records import Failure, FailureKind
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.torch
+
+
+def never() -> bool:
+    return False
+
+
+@pytest.fixture(scope="module")
+def host():
+    keys = proto.Keys("job-a0")
+    client = Client.host(0, keys, 5.0)
+    client.prepare(3, proto.Base(first_cycle=4, run_uuid="u1"))
+    return client
+
+
+def peer(host: Client) -> Client:
+    return Client.connect(
+        "127.0.0.1",
+        host.port,
+        host.keys,
+        deadline=time.monotonic() + 10,
+        op_timeout=5.0,
+        abort=never,
+        sleep=time.sleep,
+    )
+
+
+def test_keys_are_namespaced_by_run_and_cycle():
+    k = proto.Keys("123_4-a1")
+    assert k.decision(2) == "slurm_ft/123_4-a1/c2/decision"
+    assert k.failure(0) != proto.Keys("123_4-a2").failure(0)
+    assert k.heartbeat(7) == "slurm_ft/123_4-a1/hb/7"
+
+
+def test_base_join_and_decision(host):
+    p = peer(host)
+    assert p.wait_base(deadline=time.monotonic() + 5, abort=never) == proto.Base(4, "u1")
+    assert host.join_counts(0) == (0, 0)
+    p.join(0, proto.JoinInfo(1, "node1", "h1", 11))
+    p.join(0, proto.JoinInfo(2, "node2", "h2", 12, unhealthy="nic: ib0 down"))
+    assert host.join_counts(0) == (2, 1)
+    infos = host.join_records(0, 3)
+    assert infos[0] is None and infos[2].unhealthy == "nic: ib0 down"
+    d = proto.Decision(proto.Action.RUN, 4, master_port=1234, nodes=("a", "b", "c"))
+    host.publish_decision(0, d)
+    assert p.wait_decision(0, deadline=time.monotonic() + 5, abort=never) == d
+    # the next cycle's counters exist before anyone can join it
+    assert host.join_counts(1) == (0, 0)
+    t = time.monotonic()
+    assert p.wait_decision(1, deadline=time.monotonic() + 0.2, abort=never) is None
+    assert time.monotonic() - t < 1.0
+
+
+def test_first_failure_wins(host):
+    a, b = peer(host), peer(host)
+    f1 = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=1.0, rank=3, exit_code=7)
+    f2 = Failure(kind=FailureKind.WORKER, node="node2", node_rank=2, time=2.0, rank=5, exit_code=1)
+    assert host.poll(0).failure is None
+    assert a.publish_failure(0, f1) == f1
+    assert b.publish_failure(0, f2) == f1
+    assert host.poll(0).failure == f1
+    host.mark_done(0)
+    assert host.poll(0).done == 1
+
+
+def test_interrupted_wait():
+    keys = proto.Keys("int-a0")
+    h = Client.host(0, keys, 5.0)
+    h.prepare(2, proto.Base(0, "u"))
+    with pytest.raises(stores.Interrupted):
+        h.wait_decision(0, deadline=time.monotonic() + 30, abort=lambda: True)
+
+
+def test_peer_monitor_notices_a_silent_peer_on_its_own_clock():
+    keys = proto.Keys("hb-a0")
+    h = Client.host(0, keys, 5.0)
+    h.prepare(3, proto.Base(0, "u"))
+    mon = background.PeerMonitor(h.clone(5.0), [1, 2], interval=0.05, timeout=0.5, wake_fd=None)
+    beat1 = background.Heartbeat(h.clone(5.0), 1, interval=0.05, timeout=2.0)
+    beat2 = background.Heartbeat(h.clone(5.0), 2, interval=0.05, timeout=2.0)
+    mon.start()
+    beat1.start()
+    beat2.start()
+    try:
+        wait_until(lambda: min(h.beats([1, 2])) > 2, 5, message="both peers beating")
+        beat2.stop()
+        lost = wait_until(mon.lost, 5, message="peer 2 reported lost")
+        assert list(lost) == [2]
+        assert beat1.lost() is None
+        assert mon.died() is None
+    finally:
+        for t in (mon, beat1, beat2):
+            t.stop()
+
+
+def test_port_in_use_is_a_bind_error(host):
+    with pytest.raises(stores.StoreBindError):
+        Client.host(host.port, proto.Keys("x"), 2.0)
+
+
+def _ops(store) -> list:
+    out = []
+    store.multi_set(["a", "b"], ["0", "x"])
+    out.append(store.add("a", 2))
+    out.append(store.add("new", 1))
+    out.append(store.check(["a", "b"]))
+    out.append(store.check(["a", "zzz"]))
+    out.append(store.multi_get(["a", "b", "new"]))
+    store.set("f", "")
+    out.append(store.compare_set("f", "", "first"))
+    out.append(store.compare_set("f", "", "second"))
+    out.append(store.compare_set("missing", "", "made"))
+    out.append(store.compare_set("other", "x", "nope"))
+    out.append(store.check(["other"]))
+    out.append(store.get("f"))
+    return out
+
+
+def test_local_store_behaves_like_tcpstore():
+    """Single-node runs use the in-process store: same answers as the real one."""
+    import datetime
+
+    import torch.distributed as dist
+
+    real = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=5), wait_for_workers=False)
+    assert _ops(stores.LocalStore().connect()) == _ops(real)
+
+
+def test_halt_waiter_wakes_the_main_loop_at_once():
+    import os
+    import select
+
+    h = Client.host(0, proto.Keys("halt-a0"), 5.0)
+    h.prepare(2, proto.Base(0, "u"))
+    r, w = os.pipe()
+    waiter = background.HaltWaiter(h.clone(5.0), w)
+    waiter.start()
+    try:
+        waiter.watch(0)
+        assert select.select([r], [], [], 0.3)[0] == []  # nothing yet
+        f = Failure(kind=FailureKind.WORKER, node="n1", node_rank=1, time=1.0, rank=2, exit_code=1)
+        peer(h).publish_failure(0, f)
+        t = time.monotonic()
+        assert select.select([r], [], [], 5)[0] == [r]
+        assert time.monotonic() - t < 1.0
+        assert os.read(r, 10) == b"h"
+    finally:
+        waiter.stop()
+        h.halt(0)
+        os.close(r)
+        os.close(w)
+
+
+def test_a_background_thread_that_loses_the_store_is_never_silent():
+    """The peer monitor's own connection failing must wake node 0 and say why."""
+    import os
+    import select
+
+    h = Client.host(0, proto.Keys("blind-a0"), 5.0)
+    h.prepare(2, proto.Base(0, "u"))
+    r, w = os.pipe()
+    mon = background.PeerMonitor(peer(h), [1], interval=0.02, timeout=5.0, wake_fd=w)
+    mon.start()
+    try:
+        wait_until(lambda: mon.is_alive(), 5, message="monitor running")
+        del h  # the store host goes away: the monitor's next read fails
+        import gc
+
+        gc.collect()
+        assert select.select([r], [], [], 10)[0] == [r]
+        died = mon.died()
+        assert died is not None and died.startswith(
+            "slurm-ft-peer-monitor stopped: rendezvous store unreachable"
+        )
+        checks = background.BackgroundSet()
+        checks.monitor = mon
+        with pytest.raises(background.BackgroundDied):
+            checks.abort_check(lambda: False)()
+    finally:
+        mon.stop()
+        os.close(r)
+        os.close(w)
+
+
+def test_store_errors_are_told_apart_by_type():
+    import datetime
+
+    real = stores.host(0, 5.0)
+    real.set_timeout(datetime.timedelta(seconds=0.1))
+    with pytest.raises(RuntimeError) as timeout:
+        real.get("missing-key-times-out")
+    assert stores.is_timeout(timeout.value)
+    assert not stores.is_timeout(RuntimeError("Connection reset by peer"))
