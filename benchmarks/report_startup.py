@@ -39,7 +39,7 @@ def _env() -> dict[str, str]:
 def make_history(path: Path) -> None:
     """A job that failed every few cycles and was requeued four times."""
     from slurm_ft import atomicfile
-    from slurm_ft.launch import records
+    from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
     from slurm_ft.progress import CycleEntry, Ledger, save_ledger
     from slurm_ft.statedir import StateDir
 
@@ -50,28 +50,50 @@ def make_history(path: Path) -> None:
         run_uuid = f"{attempt:032x}"
         for restart in range(CYCLES_PER_ATTEMPT):
             last = restart == CYCLES_PER_ATTEMPT - 1
-            fail = None
-            if not last:
-                fail = records.Failure(
-                    kind="worker", node=f"node{n % 7}", node_rank=n % 7, time=t + 55, rank=n % 16,
-                    exit_code=1, message="RuntimeError: CUDA error: an illegal memory access",
-                ).to_json()  # fmt: skip
-            rec = records.CycleRecord(
-                cycle=n, attempt=attempt, restart=restart, run_id=f"42-a{attempt}", run_uuid=run_uuid,
-                start_time=t, nodes=[f"node{k}" for k in range(8)], world_size=64, nproc_per_node=8,
-                master_addr="node0", master_port=29500, outcome="signalled" if last else "failed",
-                end_time=t + 60, first_failure=fail,
-            )  # fmt: skip
-            records.write(state.cycle_record(n), rec)
+            failure = Failure(
+                kind=FailureKind.WORKER,
+                node=f"node{n % 7}",
+                node_rank=n % 7,
+                time=t + 55,
+                rank=n % 16,
+                exit_code=1,
+                message="RuntimeError: CUDA error: an illegal memory access",
+            )
+            rec = CycleRecord(
+                cycle=n,
+                attempt=attempt,
+                restart=restart,
+                run_id=f"42-a{attempt}",
+                run_uuid=run_uuid,
+                start_time=t,
+                nodes=[f"node{k}" for k in range(8)],
+                world_size=64,
+                nproc_per_node=8,
+                master_addr="node0",
+                master_port=29500,
+                outcome=CycleOutcome.SIGNALLED if last else CycleOutcome.FAILED,
+                end_time=t + 60,
+                first_failure=None if last else failure.to_json(),
+            )
+            atomicfile.write_json(state.cycle_record(n), rec.to_json())
             entries.append(CycleEntry(n, attempt, iteration, iteration + 40, "failed", True, t, t + 60))
             iteration += 40
             n += 1
             t += 65
-        outcome = records.make_outcome(
-            143, "node0 received SIGTERM", first_failure=None, cycles=CYCLES_PER_ATTEMPT,
-            first_cycle=n - CYCLES_PER_ATTEMPT, last_cycle=n - 1, attempt=attempt, job_id="42",
-            run_id=f"42-a{attempt}", run_uuid=run_uuid, time=t,
-        )  # fmt: skip
+        outcome = OutcomeRecord(
+            exit_code=143,
+            outcome="signal-SIGTERM",
+            reason="node0 received SIGTERM",
+            first_failure=None,
+            cycles=CYCLES_PER_ATTEMPT,
+            first_cycle=n - CYCLES_PER_ATTEMPT,
+            last_cycle=n - 1,
+            attempt=attempt,
+            job_id="42",
+            run_id=f"42-a{attempt}",
+            run_uuid=run_uuid,
+            time=t,
+        )
         atomicfile.write_json(state.attempt_outcome(attempt, run_uuid), outcome.to_json())
         t += 600  # queue wait
     save_ledger(state.ledger, Ledger(cycles=entries, iteration_file="/ckpt/latest"))

@@ -25,17 +25,19 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from slurm_ft import exitcodes
-from slurm_ft.launch import records
-from slurm_ft.launch.records import CycleRecord, Failure, OutcomeRecord
+from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.progress import CycleEntry, Ledger
 from slurm_ft.report.load import StateFiles, UnhealthyRecord, Unreadable
 
 TOP_CAUSES = 5
 _NO_RUN = "attempt:"  # key prefix of cycles known only from the ledger (no run_uuid)
 # Failure kinds that say something about the node they happened on (a forwarded signal does not).
-NODE_FAULT_KINDS = frozenset({"worker", "lost-node", "launcher", "hang"})
+NODE_FAULT_KINDS = frozenset(
+    {FailureKind.WORKER.value, FailureKind.LOST_NODE.value, FailureKind.LAUNCHER.value, FailureKind.NIC.value}
+)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
 
 
@@ -176,14 +178,16 @@ def exception_line(failure: Failure) -> str | None:
 
 
 def failure_view(doc: dict[str, object] | None) -> FailureView | None:
+    """The record's first failure; a kind this version does not know (a newer launcher's)
+    is kept as written, described from its detail."""
     if not doc:
         return None
     try:
         f = Failure.from_json(dict(doc))
-    except TypeError:
-        return None
+    except (TypeError, ValueError):
+        return _unknown_kind(doc)
     return FailureView(
-        kind=f.kind,
+        kind=f.kind.value,
         node=f.node,
         node_rank=f.node_rank,
         time=float(f.time),
@@ -195,14 +199,33 @@ def failure_view(doc: dict[str, object] | None) -> FailureView | None:
     )
 
 
+def _unknown_kind(doc: dict[str, object]) -> FailureView:
+    def get(key: str, types: type | tuple[type, ...]) -> Any:
+        value = doc.get(key)
+        return value if isinstance(value, types) and not isinstance(value, bool) else None
+
+    kind, node, node_rank = str(doc.get("kind")), str(doc.get("node")), get("node_rank", int)
+    return FailureView(
+        kind=kind,
+        node=node,
+        node_rank=node_rank,
+        time=float(get("time", (int, float)) or 0.0),
+        rank=get("rank", int),
+        exit_code=get("exit_code", int),
+        signal=get("signal", str),
+        exception=None,
+        description=f"{node} (node {node_rank}): {get('detail', str) or kind}",
+    )
+
+
 def cause_of(f: FailureView) -> str:
     """What went wrong, without where: failures with the same cause group together."""
-    if f.kind == "worker":
+    if f.kind == FailureKind.WORKER.value:
         how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
         return f"worker {how}" + (f": {f.exception}" if f.exception else "")
-    if f.kind == "lost-node":
+    if f.kind == FailureKind.LOST_NODE.value:
         return "lost launcher (heartbeat)"
-    if f.kind == "signal":
+    if f.kind == FailureKind.SIGNAL.value:
         return _signal_cause(f.description)
     return f.kind + (f": {f.exception}" if f.exception else "")
 
@@ -228,7 +251,7 @@ def _cycle_view(rec: CycleRecord, entry: CycleEntry | None, known: bool) -> Cycl
         restart=rec.restart,
         start=float(rec.start_time),
         end=float(end) if end is not None else None,
-        outcome=rec.outcome,
+        outcome=CycleOutcome(rec.outcome).value,
         nodes=tuple(rec.nodes),
         world_size=rec.world_size,
         failure=failure_view(rec.first_failure),
@@ -249,7 +272,7 @@ def _cycle_from_ledger(entry: CycleEntry, known: bool) -> CycleView | None:
         restart=-1,
         start=float(entry.started_at),
         end=float(entry.ended_at) if entry.ended_at is not None else None,
-        outcome=entry.outcome or records.RUNNING,
+        outcome=entry.outcome or CycleOutcome.RUNNING.value,
         nodes=(),
         world_size=None,
         failure=None,
@@ -300,11 +323,11 @@ def _inferred_outcome(last: CycleView, ledger: Ledger | None) -> tuple[str, str]
     if stopped is not None and stopped.attempt == last.attempt and stopped.cycle > last.cycle:
         return exitcodes.describe(exitcodes.ExitCode.NO_PROGRESS), stopped.reason
     word = {
-        records.SUCCEEDED: "finished",
-        records.SIGNALLED: "signalled",
-        records.FAILED: "failed",
-        records.LOST: "lost",
-        records.RUNNING: "interrupted",
+        CycleOutcome.SUCCEEDED: "finished",
+        CycleOutcome.SIGNALLED: "signalled",
+        CycleOutcome.FAILED: "failed",
+        CycleOutcome.LOST: "lost",
+        CycleOutcome.RUNNING: "interrupted",
     }.get(last.outcome, last.outcome)
     why = last.failure.description if last.failure else f"last cycle {last.cycle}: {last.outcome}"
     return word, f"{why} (outcome record not kept)"
@@ -388,7 +411,7 @@ def work_lost(cycles: list[CycleView]) -> int | None:
     ordered = sorted(cycles, key=lambda c: c.cycle)
     lost = 0
     for before, after in itertools.pairwise(ordered):
-        if before.outcome == records.SUCCEEDED:
+        if before.outcome == CycleOutcome.SUCCEEDED:
             continue
         if before.iteration_end is None or after.iteration_start is None:
             return None
@@ -427,7 +450,7 @@ def _totals(attempts: list[AttemptView], cycles: list[CycleView]) -> Totals:
 
 
 def _ended_badly(c: CycleView) -> bool:
-    return c.failure is not None or c.outcome not in (records.SUCCEEDED, records.RUNNING)
+    return c.failure is not None or c.outcome not in (CycleOutcome.SUCCEEDED, CycleOutcome.RUNNING)
 
 
 def _causes(cycles: list[CycleView], attempts: list[AttemptView]) -> list[Cause]:
@@ -440,7 +463,7 @@ def _causes(cycles: list[CycleView], attempts: list[AttemptView]) -> list[Cause]
             grouped[cause_of(c.failure)].append(c)
         elif _ended_badly(c):
             grouped[
-                _signal_cause(reasons.get(c.cycle)) if c.outcome == records.SIGNALLED else c.outcome
+                _signal_cause(reasons.get(c.cycle)) if c.outcome == CycleOutcome.SIGNALLED else c.outcome
             ].append(c)
     causes = [
         Cause(

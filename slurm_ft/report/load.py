@@ -104,7 +104,7 @@ def cycle_from_json(doc: dict[str, Any]) -> CycleRecord:
     _failure_ok(doc)
     try:
         return CycleRecord.from_json(doc)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # a missing field; an outcome this version does not know
         raise _Bad(str(exc)) from None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import IO
 
+from slurm_ft.launch.records import FailureKind
 from slurm_ft.report.analysis import Report, Totals
 
 # A terminal table of hundreds of cycles is neither readable nor quick (rich needs about
@@ -117,7 +118,7 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         failure = "-"
         if f is not None:
             failure = f.description
-            if f.kind == "worker":
+            if f.kind == FailureKind.WORKER.value:
                 how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
                 failure = f"rank {f.rank} on {f.node}: {how}"
             if f.exception:

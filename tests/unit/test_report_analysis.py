@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.records import CycleRecord, Failure, OutcomeRecord
+from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.progress import CycleEntry, Ledger, StopEntry
 from slurm_ft.report import analysis, jsonout, load, svg
 from slurm_ft.report.analysis import analyse
@@ -20,7 +20,8 @@ RUN_A, RUN_B = "a" * 32, "b" * 32
 
 
 def failure(t: float, node: str = "node1", rank: int = 3, kind: str = "worker", **kw) -> dict:
-    return Failure(kind=kind, node=node, node_rank=1, time=T0 + t, rank=rank, exit_code=1, **kw).to_json()
+    f = Failure(kind=FailureKind(kind), node=node, node_rank=1, time=T0 + t, rank=rank, exit_code=1, **kw)
+    return f.to_json()
 
 
 def cycle(
@@ -38,7 +39,7 @@ def cycle(
         nproc_per_node=2,
         master_addr="node0",
         master_port=1,
-        outcome=outcome,
+        outcome=CycleOutcome(outcome),
         end_time=None if end is None else T0 + end,
         first_failure=fail,
     )
@@ -199,11 +200,15 @@ def test_a_damaged_cycle_record_is_replaced_by_the_ledger_and_a_no_progress_stop
 
 def test_exception_line_prefers_the_record_message_then_a_traceback_ending_in_an_exception():
     tb = 'Traceback (most recent call last):\n  File "t.py", line 3\nValueError: bad shape\n'
-    f = Failure(kind="worker", node="n", node_rank=0, time=0, traceback=tb)
+    f = Failure(kind=FailureKind.WORKER, node="n", node_rank=0, time=0, traceback=tb)
     assert analysis.exception_line(f) == "ValueError: bad shape"
-    f2 = Failure(kind="worker", node="n", node_rank=0, time=0, message="KeyError: 'x'", traceback=tb)
+    f2 = Failure(
+        kind=FailureKind.WORKER, node="n", node_rank=0, time=0, message="KeyError: 'x'", traceback=tb
+    )
     assert analysis.exception_line(f2) == "KeyError: 'x'"
-    f3 = Failure(kind="worker", node="n", node_rank=0, time=0, traceback='  File "t.py", line 3\n    foo()\n')
+    f3 = Failure(
+        kind=FailureKind.WORKER, node="n", node_rank=0, time=0, traceback='  File "t.py", line 3\n    foo()\n'
+    )
     assert analysis.exception_line(f3) is None
 
 
@@ -278,3 +283,28 @@ def test_a_cycle_without_an_end_is_counted_up_to_its_start_and_said_so():
     assert r.totals.wall_clock_s == pytest.approx(6)
     assert r.totals.parts_s == pytest.approx(6)
     assert any(n.startswith("cycle 1 has no end") for n in r.notes)
+
+
+def test_a_newer_launchers_failure_kind_is_kept_and_an_unknown_cycle_outcome_is_named(tmp_path):
+    doc = cycle(0, RUN_A, 0, 0, 5, "failed").to_json()
+    doc["first_failure"] = {
+        "kind": "hang",
+        "node": "node4",
+        "node_rank": 4,
+        "time": T0 + 4,
+        "detail": "rank 7 silent",
+    }
+    state = StateDir(tmp_path)
+    state.cycles_dir.mkdir()
+    (state.cycles_dir / "cycle0.json").write_text(json.dumps(doc))
+    (state.cycles_dir / "cycle1.json").write_text(json.dumps({**doc, "cycle": 1, "outcome": "teleported"}))
+    files = load.load(state)
+    assert [Path(u.path).name for u in files.unreadable] == ["cycle1.json"]
+    assert "teleported" in files.unreadable[0].problem
+    (c,) = analyse(files).cycles
+    assert c.failure is not None
+    assert (c.failure.kind, c.failure.node, c.failure.description) == (
+        "hang",
+        "node4",
+        "node4 (node 4): rank 7 silent",
+    )
