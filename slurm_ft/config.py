@@ -51,6 +51,7 @@ class LaunchSettings:
     numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
     nic_affinity: bool = False
     role: str = "default"
+    prom_file: str | None = None
 
 
 @dataclass

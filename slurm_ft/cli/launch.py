@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="job state dir (default $SLURM_SUBMIT_DIR/.slurm_ft/<job>)",
     )
     a("--config", dest="config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
+    a(
+        "--prom-file",
+        dest="prom_file",
+        metavar="PATH",
+        help="write Prometheus textfile metrics of this launcher here (atomically, at most once a second)",
+    )
     a("--dry-run", action="store_true", help="print topology and worker commands, start nothing")
     # applog
     a(
@@ -342,6 +348,7 @@ CLI_KEYS: dict[str, str] = {
     "rdzv_port": "launch.rdzv_port",
     "forward_signals": "launch.forward_signals",
     "state_dir": "state_dir",
+    "prom_file": "launch.prom_file",
     "applog_prefix": "applog.prefix",
     "applog_per_node": "applog.per_node",
     "tee": "applog.tee",
