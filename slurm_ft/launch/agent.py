@@ -37,9 +37,10 @@ from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
+from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 from slurm_ft.launch.policy import Ending, signal_name
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
-from slurm_ft.launch.records import CycleOutcome, FailureKind
+from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.signals import SignalBox, parse_signals
 from slurm_ft.launch.stores import Interrupted, StoreLost
 from slurm_ft.launch.wayout import Exit
@@ -105,6 +106,10 @@ class Agent:
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         self._run_dir = Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
+        prom = cfg.settings.launch.prom_file
+        self.prom = PromFileWriter(prom, on_error=events.event) if prom else None
+        self.log_lost = (0, 0)
+        self.last_failure_seen: Failure | None = None  # for the metrics: kept after a success
 
     @property
     def phase(self) -> Phase:
@@ -137,9 +142,14 @@ class Agent:
             self._enter(Phase.RUN)
             workers = self._start(i, cycle, decision)
             self._enter(Phase.WATCH)
-            end = member.watch(i, workers, self.coordinator.judge if self.coordinator else None)
+            self.export_metrics()
+            end = member.watch(
+                i, workers, self.coordinator.judge if self.coordinator else None, self.export_metrics
+            )
             self._enter(Phase.STOP)
             self._stop(i, cycle, decision, workers, end)
+            self.log_lost = (self.log_lost[0] + workers.log_lost[0], self.log_lost[1] + workers.log_lost[1])
+            self.export_metrics()
             if end.kind is not WatchEndKind.FAILURE:
                 return self._after(i, cycle, end)
             i += 1
@@ -245,6 +255,7 @@ class Agent:
             workers.stop(self._termination_signal, self.launch.workers_stop_timeout)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
+            self.last_failure_seen = end.failure
         elif end.kind is WatchEndKind.SUCCESS:
             self.run = dataclasses.replace(self.run, last_failure=None)
         failure = end.failure.to_json() if end.failure else None
@@ -314,12 +325,21 @@ class Agent:
             self.books.flush()
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
+        if self.prom is not None:
+            self.export_metrics()
+            self.prom.flush()
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run, self.published)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack()
         return way_out.ending
+
+    def export_metrics(self) -> None:
+        """The Prometheus file, when asked for (the writer writes only on change, at most
+        once a second)."""
+        if self.prom is not None:
+            self.prom.update(metrics_of(self))
 
     # ------------------------------------------------------------------ cleanup
 
@@ -342,6 +362,32 @@ class Agent:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def metrics_of(agent: Agent) -> LauncherMetrics:
+    job, run, workers, failure = agent.cfg.job, agent.run, agent.workers, agent.last_failure_seen
+    monitor = agent.threads.monitor
+    ages = monitor.ages() if monitor is not None else {}
+    names = run.nodes
+
+    def name(k: int) -> str:
+        return names[k] if k < len(names) else f"node-rank-{k}"
+
+    return LauncherMetrics(
+        job=job.job_key,
+        node=job.node_name,
+        node_rank=job.node_rank,
+        attempt=job.attempt,
+        cycle=run.last_cycle,
+        restarts_used=agent.index or 0,
+        restart_budget=agent.launch.max_restarts,
+        workers_running=len(workers.group.running()) if workers is not None else 0,
+        last_failure_time=failure.time if failure else None,
+        last_failure_kind=failure.kind.value if failure else None,
+        log_lines_lost=agent.log_lost[0],
+        log_bytes_lost=agent.log_lost[1],
+        peer_heartbeat_age_s=tuple((name(k), round(age, 1)) for k, age in sorted(ages.items())),
+    )
 
 
 def run(cfg: AgentConfig, events: EventLog) -> Ending:

@@ -133,21 +133,27 @@ class PeerMonitor(BackgroundThread):
         self._clock = clock
         self._lock = threading.Lock()
         self._lost: dict[int, float] = {}
+        self._last_change: dict[int, float] = {}
 
     def body(self) -> None:
         last_value: dict[int, int] = {}
-        last_change: dict[int, float] = {}
         while not self._stop_event.is_set():
             values = self.client.beats(self._peers)
             now = self._clock()
-            for node, value in zip(self._peers, values, strict=True):
-                if value != last_value.get(node):
-                    last_value[node] = value
-                    last_change[node] = now
-                elif value > 0 and now - last_change[node] > self._timeout:
-                    with self._lock:
-                        self._lost.setdefault(node, now - last_change[node])
+            with self._lock:
+                for node, value in zip(self._peers, values, strict=True):
+                    if value != last_value.get(node):
+                        last_value[node] = value
+                        self._last_change[node] = now
+                    elif value > 0 and now - self._last_change[node] > self._timeout:
+                        self._lost.setdefault(node, now - self._last_change[node])
             self._stop_event.wait(self._interval)
+
+    def ages(self) -> dict[int, float]:
+        """Seconds since each peer's heart-beat last moved (for the metrics)."""
+        now = self._clock()
+        with self._lock:
+            return {node: now - seen for node, seen in self._last_change.items()}
 
     def lost(self) -> dict[int, float]:
         """Lost peers and how long they had been silent when noticed."""

@@ -119,6 +119,7 @@ class CycleWorkers:
         self._app = app
         self._events = events
         self.files = files
+        self.log_lost = (0, 0)  # lines, bytes the cycle log could not take (after stop)
 
     @classmethod
     def start(
@@ -225,6 +226,7 @@ class CycleWorkers:
         finally:
             if self._app is not None:
                 stats = self._app.close()
+                self.log_lost = (stats.lost_lines, stats.lost_bytes)
                 if stats.lost_lines:
                     self._events.event(
                         f"application log lost {stats.lost_lines} line(s) in cycle {self.cycle}"

@@ -117,18 +117,22 @@ class Member:
 
     # ------------------------------------------------------------------ watch
 
-    def watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
+    def watch(
+        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None = None
+    ) -> WatchEnd:
         """Until this cycle ends anywhere; the first reason found is the answer."""
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
         self.hangs.begin(i, workers.pids_by_rank, {rank: f.slot for rank, f in workers.files.items()})
         try:
-            return self._watch(i, workers, judge)
+            return self._watch(i, workers, judge, on_tick)
         finally:
             self.hangs.end()
 
-    def _watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
+    def _watch(
+        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None
+    ) -> WatchEnd:
         done_marked = False
         while True:
             exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
@@ -137,6 +141,8 @@ class Member:
                 os.read(self._wake_fd, 64)
             if self.sig.received is not None:
                 return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+            if on_tick is not None:
+                on_tick()
             try:
                 bad = [e for e in exits if not e.ok]
                 if bad:

@@ -323,3 +323,25 @@ def test_a_nic_going_down_ends_the_cycle_and_the_next_health_check_excludes_the_
     assert "NIC mlx5_0/1 went down" in events and "cycle 0 failed: node0 (node 0): NIC mlx5_0/1" in events
     out = c.outcome()
     assert out["first_failure"]["kind"] == "nic" and out["unhealthy_nodes"] == ["node0"]
+
+
+def test_prometheus_file_follows_the_cycle_and_outcomes_are_kept_per_attempt(tmp_path):
+    prom = tmp_path / "metrics.prom"
+    c = Cycle(tmp_path, 1, '[ "$SLURM_FT_CYCLE" = 0 ] && exit 3; exit 0')
+    c.settings["launch.prom_file"] = str(prom)
+    assert c.start().finish() == [0]
+    lines = prom.read_text().splitlines()
+    labels = '{job="77",node="node0"}'
+    for line in (
+        f"slurm_ft_launch_cycle{labels} 1",
+        f"slurm_ft_launch_restarts_total{labels} 1",
+        f"slurm_ft_launch_restart_budget{labels} 3",
+        f"slurm_ft_launch_workers_running{labels} 0",
+    ):
+        assert line in lines, (line, lines)
+    assert any(
+        ln.startswith("slurm_ft_launch_last_failure_timestamp_seconds{") and 'kind="worker"' in ln
+        for ln in lines
+    )
+    kept = list((tmp_path / "state" / "outcomes").glob("attempt0.*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["exit_code"] == 0
