@@ -22,6 +22,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from pathlib import Path
@@ -38,7 +39,7 @@ from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
-from slurm_ft.launch.policy import Ending, signal_name
+from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.signals import SignalBox, parse_signals
@@ -65,33 +66,32 @@ class Phase(Enum):
     END = "end"
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What a launcher takes from the process it runs in. The defaults are the real
+    process; the cycle's unit tests run several launchers in one process over one
+    in-memory store (``client``), on a clock they move, without killing each other's
+    children or the test (``on_frozen_store``)."""
+
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    client: Client | None = None
+    on_frozen_store: Callable[[str], None] | None = None
+    reap_orphans: bool = True
+
+
 class Agent:
     def __init__(
-        self,
-        cfg: AgentConfig,
-        events: EventLog,
-        signals: SignalBox,
-        *,
-        clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
-        client: Client | None = None,
-        on_frozen_store: Callable[[str], None] | None = None,
-        reap_orphans: bool = True,
+        self, cfg: AgentConfig, events: EventLog, signals: SignalBox, seams: Seams = Seams()
     ) -> None:
-        """The keyword arguments are what a launcher takes from the process it runs in;
-        the cycle's unit tests run several launchers in one process over one in-memory
-        store (``client``), on a clock they move, without killing each other's children."""
         self.cfg = cfg
         self.ev = events
         self.sig = signals
-        self.clock = clock
-        self._monotonic = monotonic
-        self._given_client = client
-        self._on_frozen_store = on_frozen_store or self._emergency_exit
-        self._reap_orphans = reap_orphans
+        self.seams = seams
+        self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
-        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, clock)
+        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, seams.clock)
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None
@@ -102,9 +102,7 @@ class Agent:
         self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        # The workers' heart-beat slots and stack files: shared memory when the node has it.
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        self._run_dir = Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
+        self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         prom = cfg.settings.launch.prom_file
         self.prom = PromFileWriter(prom, on_error=events.event) if prom else None
@@ -158,12 +156,12 @@ class Agent:
         """Node 0 opens the store and publishes the run; a peer connects and reads it."""
         cfg = self.cfg
         if cfg.is_node0:
-            self.client = self._given_client or open_store(cfg)
+            self.client = self.seams.client or open_store(cfg)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
             deadline = time.monotonic() + self.launch.join_timeout
-            self.client = self._given_client or Client.connect(
+            self.client = self.seams.client or Client.connect(
                 cfg.topo.master_addr,
                 cfg.rdzv_port,
                 Keys(cfg.run_id),
@@ -187,8 +185,8 @@ class Agent:
             interval=self.launch.heartbeat_interval,
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake_w,
-            emergency=self._on_frozen_store,
-            clock=self._monotonic,
+            emergency=self.seams.on_frozen_store or self._emergency_exit,
+            clock=self.seams.monotonic,
         )
         if self.coordinator is not None:
             self.coordinator.watch_job(self.threads, hangs)
@@ -232,27 +230,7 @@ class Agent:
     def _stop(self, i: int, cycle: int, decision: Decision, workers: CycleWorkers, end: WatchEnd) -> None:
         """Stop the node's workers the way the ending asks, then close the cycle's books."""
         assert self.member is not None
-        if end.kind is WatchEndKind.SIGNAL:
-            assert end.signum is not None
-            name = signal_name(end.signum)
-            self.ev.event(f"received {name}: forwarding to workers")
-            self.member.publish_quietly(
-                i, self.member.own_failure(FailureKind.SIGNAL, f"launcher received {name}")
-            )
-            workers.stop(end.signum, self.launch.term_timeout)
-        else:
-            if end.failure is not None:
-                self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
-                if end.failure.traceback:
-                    self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
-            elif end.kind is not WatchEndKind.SUCCESS:
-                self.ev.event(f"lost the rendezvous store: {end.detail}")
-                # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
-                failure = self.member.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
-                self.member.publish_quietly(i, failure)
-            if end.failure is not None and end.failure.kind is FailureKind.HANG:
-                workers.keep_stacks(f"hang, detector {end.failure.detector}")
-            workers.stop(self._termination_signal, self.launch.workers_stop_timeout)
+        self.member.stop(i, cycle, workers, end, self._termination_signal)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
             self.last_failure_seen = end.failure
@@ -299,9 +277,6 @@ class Agent:
         if self.sig.received is not None:
             return self.signalled_between_cycles()
         return wayout.store_lost(detail, unhealthy=self.unhealthy is not None)
-
-    def blind(self, detail: str) -> Exit:
-        return wayout.blind(detail)
 
     def launcher_failed(self, exc: Exception) -> Exit:
         """Tell the other launchers at once instead of letting them wait for the heart-beat."""
@@ -355,13 +330,19 @@ class Agent:
         """Runs on every way out: no worker group, no orphan, survives the launcher."""
         if self.workers is not None:
             self.workers.kill_now()
-        if self._reap_orphans:
+        if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
         shutil.rmtree(self._run_dir, ignore_errors=True)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def private_run_dir() -> Path:
+    """The workers' heart-beat slots and stack files: in shared memory when there is."""
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
 
 
 def metrics_of(agent: Agent) -> LauncherMetrics:
@@ -412,7 +393,7 @@ def drive(agent: Agent) -> Ending:
         except StoreLost as exc:
             way_out = agent.lost_store(str(exc))
         except BackgroundDied as exc:
-            way_out = agent.blind(str(exc))
+            way_out = wayout.blind(str(exc))
         except BadInput:
             raise
         except Exception as exc:
@@ -422,4 +403,4 @@ def drive(agent: Agent) -> Ending:
         agent.cleanup()
 
 
-__all__ = ["Agent", "AgentConfig", "BadInput", "Phase", "drive", "run", "run_id_for"]
+__all__ = ["Agent", "AgentConfig", "BadInput", "Phase", "Seams", "drive", "run", "run_id_for"]

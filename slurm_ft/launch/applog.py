@@ -255,36 +255,14 @@ class _Tee:
                 self._unreported_drops = 0
 
 
-class AppLog:
-    """Captures the output of a node's workers for one cycle; see the module docstring."""
+class CycleFile:
+    """The cycle file's writing side: whole-line appends, loss accounting, one report of
+    a failure and one of the recovery. Shared by every reader thread of the cycle."""
 
-    def __init__(
-        self,
-        path: Path | None,
-        *,
-        rank_width: int,
-        line_cap: int,
-        drain_timeout: float,
-        tee: bool,
-        tee_local_ranks: frozenset[int] | None,
-        events: EventLog,
-        tee_stream_fd: int = 1,
-        tee_err_fd: int = 2,
-        read_size: int = DEFAULT_READ_SIZE,
-        tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
-    ) -> None:
+    def __init__(self, path: Path | None, stats: AppLogStats, events: EventLog) -> None:
         self.path = path
-        self.rank_width = rank_width
-        self.line_cap = line_cap
-        self.drain_timeout = drain_timeout
-        self.tee_local_ranks = tee_local_ranks
+        self.stats = stats
         self.events = events
-        self.read_size = read_size
-        self.stats = AppLogStats()
-        self._tee_enabled = tee
-        self._tee_fds = {"stdout": tee_stream_fd, "stderr": tee_err_fd}
-        self._tee_queue_bytes = tee_queue_bytes
-        self._tees: dict[int, _Tee] = {}
         self._fd: int | None = None
         # Guards the file descriptor, the failure state and the counters. Held across
         # os.write (which releases the GIL), so other readers keep framing meanwhile.
@@ -292,16 +270,8 @@ class AppLog:
         self._write_failed = False
         self._loss_reported = False
         self._torn = False
-        self._threads: list[threading.Thread] = []
-        self._streams: list[_Stream] = []
-        self._deadline: float | None = None
-        self._closed = False
-        # Readable once close() was called: wakes readers waiting on a quiet pipe.
-        self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
         if path is not None:
             self._open(path)
-
-    # -- file side ---------------------------------------------------------------------
 
     def _open(self, path: Path) -> None:
         try:
@@ -315,7 +285,7 @@ class AppLog:
                 "workers keep running, their output is NOT logged (lost lines are counted)"
             )
 
-    def _write(self, data: bytes, lines: int) -> None:
+    def write(self, data: bytes, lines: int) -> None:
         """Append whole lines in one write; on failure count the loss and keep going."""
         if not data:
             return
@@ -365,6 +335,55 @@ class AppLog:
                 "workers keep running; lost lines are counted and reported when the cycle ends"
             )
         self._write_failed = True
+
+    def close(self) -> None:
+        with self._write_lock:
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError as exc:
+                    self.events.event(f"ERROR: closing application log {self.path}: {exc.strerror or exc}")
+                self._fd = None
+
+
+class AppLog:
+    """Captures the output of a node's workers for one cycle; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        rank_width: int,
+        line_cap: int,
+        drain_timeout: float,
+        tee: bool,
+        tee_local_ranks: frozenset[int] | None,
+        events: EventLog,
+        tee_stream_fd: int = 1,
+        tee_err_fd: int = 2,
+        read_size: int = DEFAULT_READ_SIZE,
+        tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
+    ) -> None:
+        self.path = path
+        self.rank_width = rank_width
+        self.line_cap = line_cap
+        self.drain_timeout = drain_timeout
+        self.tee_local_ranks = tee_local_ranks
+        self.events = events
+        self.read_size = read_size
+        self.stats = AppLogStats()
+        self._tee_enabled = tee
+        self._tee_fds = {"stdout": tee_stream_fd, "stderr": tee_err_fd}
+        self._tee_queue_bytes = tee_queue_bytes
+        self._tees: dict[int, _Tee] = {}
+        self._threads: list[threading.Thread] = []
+        self._streams: list[_Stream] = []
+        self._deadline: float | None = None
+        self._closed = False
+        # Readable once close() was called: wakes readers waiting on a quiet pipe.
+        self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
+        self._file = CycleFile(path, self.stats, events)
+        self._write = self._file.write
 
     def _emit(self, stream: _Stream, framed: tuple[bytes, int]) -> None:
         data, lines = framed
@@ -565,13 +584,7 @@ class AppLog:
         for tee in self._tees.values():
             tee.close(self.drain_timeout)
             self.stats.tee_dropped_lines += tee.dropped_lines
-        with self._write_lock:
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                except OSError as exc:
-                    self.events.event(f"ERROR: closing application log {self.path}: {exc.strerror or exc}")
-                self._fd = None
+        self._file.close()
         if self.stats.lost_lines or self.stats.lost_bytes:
             self.events.event(
                 f"ERROR: application log {self.path}: {self.stats.lost_lines} lines "

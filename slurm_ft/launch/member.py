@@ -24,6 +24,7 @@ from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.protocol import Decision, JoinInfo
 from slurm_ft.launch.records import Failure, FailureKind
 from slurm_ft.launch.signals import SignalBox
@@ -232,3 +233,27 @@ class Member:
         self.books.peer_close(cycle, lambda: client.result(i))
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
+
+    def stop(self, i: int, cycle: int, workers: CycleWorkers, end: WatchEnd, termination_signal: int) -> None:
+        """Stop this node's workers the way the watch ended: a forwarded signal with its
+        long grace; a failure (after keeping the stacks of a hang) with the rank
+        termination signal and the stop timeout."""
+        launch = self.cfg.settings.launch
+        if end.kind is WatchEndKind.SIGNAL:
+            assert end.signum is not None
+            name = signal_name(end.signum)
+            self.ev.event(f"received {name}: forwarding to workers")
+            self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
+            workers.stop(end.signum, launch.term_timeout)
+            return
+        if end.failure is not None:
+            self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
+            if end.failure.traceback:
+                self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
+        elif end.kind is not WatchEndKind.SUCCESS:
+            self.ev.event(f"lost the rendezvous store: {end.detail}")
+            # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
+            self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
+        if end.failure is not None and end.failure.kind is FailureKind.HANG:
+            workers.keep_stacks(f"hang, detector {end.failure.detector}")
+        workers.stop(termination_signal, launch.workers_stop_timeout)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slurm_ft import config
 from slurm_ft.launch import agent as agent_mod
-from slurm_ft.launch.agent import Agent, Phase
+from slurm_ft.launch.agent import Agent, Phase, Seams
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.eventlog import EventLog
@@ -115,15 +115,13 @@ class Cycle:
             box = SignalBox(cfg.signals, install=False)
             log = self.tmp / f"node{k}.log"
             node = Node(None, box, log)  # type: ignore[arg-type]
-            node.agent = Agent(
-                cfg,
-                EventLog(log, cfg.job.node_name, quiet=True),
-                box,
+            seams = Seams(
                 monotonic=self.clocks[k],
                 client=Client(self.store.connect(), Keys(cfg.run_id)),
                 on_frozen_store=node.frozen_store.append,
                 reap_orphans=False,
             )
+            node.agent = Agent(cfg, EventLog(log, cfg.job.node_name, quiet=True), box, seams)
             node.thread = threading.Thread(target=self._drive, args=(node,), daemon=True)
             self.nodes.append(node)
         for node in self.nodes:
