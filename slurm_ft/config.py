@@ -35,8 +35,9 @@ class ConfigError(ValueError):
 class LaunchSettings:
     nproc_per_node: str = "auto"
     max_restarts: int = 3
-    monitor_interval: float = 0.1
+    monitor_interval: float = 2.0
     workers_stop_timeout: float = 15.0
+    failure_stop_grace: float = 0.2
     term_timeout: float = 25.0
     join_timeout: float = 300.0
     rdzv_port: int | None = None
@@ -229,6 +230,10 @@ def validate(settings: Settings) -> None:
     launch = settings.launch
     if launch.max_restarts < 0:
         raise ConfigError(f"{YAML_ROOT}.launch.max_restarts: must be >= 0, got {launch.max_restarts}")
+    if launch.failure_stop_grace < 0:
+        raise ConfigError(
+            f"{YAML_ROOT}.launch.failure_stop_grace: must be >= 0, got {launch.failure_stop_grace}"
+        )
     for key in (
         "monitor_interval",
         "workers_stop_timeout",

@@ -166,6 +166,18 @@ def new_slot(path: str) -> None:
         os.close(fd)
 
 
+def in_section(path: str) -> bool:
+    """Whether the worker of this slot file is inside a section right now."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(SLOT_SIZE)
+    except OSError:
+        return False
+    if len(data) < _SLOT.size or data[: len(MAGIC)] != MAGIC:
+        return False
+    return _DOUBLE.unpack_from(data, _SECTION_START)[0] != 0.0
+
+
 def read_slot(view: mmap.mmap) -> Slot | None:
     """A consistent reading (the section is re-read if it changed while being read)."""
     for _ in range(3):

@@ -66,14 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--monitor_interval",
         dest="monitor_interval",
         metavar="S",
-        help="how often the launcher looks at the job while workers run (default 0.1)",
+        help="fallback poll of the job while workers run; events wake the launcher at once (default 2)",
     )
     a(
         "--workers-stop-timeout",
         "--workers_stop_timeout",
         dest="workers_stop_timeout",
         metavar="S",
-        help="SIGTERM -> SIGKILL grace when stopping workers after a failure (default 15)",
+        help="after a failure: grace of a worker inside a section before SIGKILL (default 15)",
+    )
+    a(
+        "--failure-stop-grace",
+        dest="failure_stop_grace",
+        metavar="S",
+        help="after a failure: grace of the other workers before SIGKILL (default 0.2)",
     )
     a(
         "--term-timeout",
@@ -343,6 +349,7 @@ CLI_KEYS: dict[str, str] = {
     "max_restarts": "launch.max_restarts",
     "monitor_interval": "launch.monitor_interval",
     "workers_stop_timeout": "launch.workers_stop_timeout",
+    "failure_stop_grace": "launch.failure_stop_grace",
     "term_timeout": "launch.term_timeout",
     "join_timeout": "launch.join_timeout",
     "rdzv_port": "launch.rdzv_port",

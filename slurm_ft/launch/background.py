@@ -54,13 +54,17 @@ class BackgroundThread(threading.Thread):
             return
         with self._death_lock:
             self._death = f"{self.name} stopped: {why}"
-        if self._wake_fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_fd, b"d")
+        self._wake()
 
     def died(self) -> str | None:
         with self._death_lock:
             return self._death
+
+    def _wake(self) -> None:
+        """Tell the main loop that something it must act on happened."""
+        if self._wake_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_fd, b"w")
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -78,9 +82,10 @@ class Heartbeat(BackgroundThread):
         interval: float,
         timeout: float,
         *,
+        wake_fd: int | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        super().__init__("slurm-ft-heartbeat", None)
+        super().__init__("slurm-ft-heartbeat", wake_fd)
         self.client = client
         self._node = node
         self._interval = interval
@@ -145,8 +150,11 @@ class PeerMonitor(BackgroundThread):
                     if value != last_value.get(node):
                         last_value[node] = value
                         self._last_change[node] = now
-                    elif value > 0 and now - self._last_change[node] > self._timeout:
-                        self._lost.setdefault(node, now - self._last_change[node])
+                    elif (
+                        value > 0 and now - self._last_change[node] > self._timeout and node not in self._lost
+                    ):
+                        self._lost[node] = now - self._last_change[node]
+                        self._wake()
             self._stop_event.wait(self._interval)
 
     def ages(self) -> dict[int, float]:
@@ -164,9 +172,9 @@ class PeerMonitor(BackgroundThread):
 class HaltWaiter(BackgroundThread):
     """Wakes the launcher's main loop the moment any launcher halts the current cycle.
 
-    The main loop also polls the store every ``monitor_interval``, so nothing depends on
-    this thread; it only takes the polling delay off the restart's critical path. It
-    blocks in the store (no CPU) and signals through the main loop's wake pipe.
+    The main loop sleeps until something happens; this thread is what wakes it when
+    another launcher ends the cycle (the store is also polled every ``monitor_interval``
+    as a fallback). It blocks in the store (no CPU) and signals through the wake pipe.
     """
 
     WAIT_S = 3600.0
@@ -196,8 +204,8 @@ class HaltWaiter(BackgroundThread):
             while not self.client.wait_halt(i, self.WAIT_S):
                 if not self._is_current(i):
                     break
-            if self._is_current(i) and self._wake_fd is not None:
-                os.write(self._wake_fd, b"h")
+            if self._is_current(i):
+                self._wake()
 
     def stop(self) -> None:
         super().stop()
@@ -280,7 +288,9 @@ class BackgroundSet:
                 client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
             )
         else:
-            threads.heartbeat = Heartbeat(client.clone(timeout), node_rank, interval, timeout, clock=clock)
+            threads.heartbeat = Heartbeat(
+                client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
+            )
             threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():

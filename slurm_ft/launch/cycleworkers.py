@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,11 +216,28 @@ class CycleWorkers:
             if self._app is not None:
                 self._app.note(rank, f"stacks at hang ({why}):\n{text}")
 
-    def stop(self, signum: int, timeout: float) -> None:
-        """Stop every worker (``signum``, SIGKILL after ``timeout``), drain and close the
-        log, and wait for the GPU memory they held to come back."""
+    def _grace(self, short: float, long: float) -> None:
+        """After the stop signal: wait ``short`` for the workers to go, or up to ``long``
+        while any of them is inside a section (a checkpoint is never cut short)."""
+        start = time.monotonic()
+        while self.group.running():
+            waited = time.monotonic() - start
+            busy = any(worker.in_section(self.files[w.rank].slot) for w in self.group.running())
+            left = (long if busy else short) - waited
+            if left <= 0:
+                return
+            self.group.wait(min(left, 0.05))
+
+    def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> None:
+        """Stop every worker (``signum``, SIGKILL after ``timeout``; with ``short_grace``,
+        SIGKILL after that unless a worker is inside a section), drain and close the log,
+        and wait for the GPU memory they held to come back."""
         try:
             running = len(self.group.running())
+            if short_grace is not None and running:
+                self.group.signal_groups(signum)
+                self._grace(short_grace, timeout)
+                timeout = 0.0
             self.group.stop(signum, timeout)
             if running:
                 self._events.event(f"stopped {running} worker(s) with {signal_name(signum)}")

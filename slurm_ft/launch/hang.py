@@ -32,7 +32,6 @@ from slurm_ft.launch.records import Failure, FailureKind
 # real-time signal: no trainer or library uses it for anything else.
 STACK_SIGNAL = signal.SIGRTMIN + 4
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
-WRITE_SAMPLE_S = 0.25
 
 
 class Detector(str, Enum):
@@ -105,6 +104,17 @@ class Limits:
     @property
     def per_rank(self) -> bool:
         return bool(self.heartbeat or self.initial_heartbeat or self.sections or self.out_of_section)
+
+    @property
+    def period(self) -> float:
+        """How often the detectors need a look: a tenth of the shortest timeout, between
+        0.1 s and 5 s (a 30-minute silence timeout costs one look every 5 s, a 2-second
+        one finds its hang within a quarter of a second). Infinite when all are off."""
+        rank = [self.heartbeat, self.initial_heartbeat, *self.sections.values(), self.out_of_section]
+        timeouts = [t for t in (self.silence, self.iteration, *rank) if t > 0]
+        if not timeouts:
+            return float("inf")
+        return min(5.0, max(0.1, min(timeouts) / 10))
 
 
 # ----------------------------------------------------------------------- judgements
@@ -219,7 +229,7 @@ class NodeWatch:
             self._slots = slots
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
             self._last_write = self._started = now
-            self._next_sample = now + WRITE_SAMPLE_S
+            self._next_sample = now + self.limits.period
             self._reported_silent = False
 
     def end(self) -> None:
@@ -231,11 +241,11 @@ class NodeWatch:
 
     def quiet(self) -> float:
         """Seconds since any worker of this node last showed life: wrote a byte (sampled
-        every 0.5 s), heart-beat, or entered or left a section."""
+        every :attr:`Limits.period`), heart-beat, or entered or left a section."""
         now = self._clock()
         with self._lock:
             if now >= self._next_sample:
-                self._next_sample = now + WRITE_SAMPLE_S
+                self._next_sample = now + self.limits.period
                 for rank, pid in self._pids.items():
                     count = bytes_written(pid)
                     if count is not None and count != self._written.get(rank):

@@ -136,7 +136,7 @@ class Member:
     ) -> WatchEnd:
         done_marked = False
         while True:
-            exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
+            exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake_fd])
             self.sig.drain()
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._wake_fd, 64)
@@ -167,6 +167,18 @@ class Member:
             died = self.threads.died()
             if died:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _sleep(self, metrics: bool) -> float:
+        """How long the watch may sleep: until its next periodic duty. Everything that ends
+        a cycle wakes it at once instead: a worker's exit (pidfd), a signal, a halt anywhere
+        (halt waiter), a lost peer (peer monitor), a dead background thread (wake pipe);
+        the store is polled only every ``monitor_interval`` as a fallback."""
+        duties = [self.cfg.settings.launch.monitor_interval, self.hangs.limits.period]
+        if self.nics is not None:
+            duties.append(self.cfg.settings.health.nic_monitor_interval)
+        if metrics:
+            duties.append(1.0)
+        return min(duties)
 
     def _rank_view(self, i: int) -> WatchEnd | None:
         """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
@@ -236,8 +248,8 @@ class Member:
 
     def stop(self, i: int, cycle: int, workers: CycleWorkers, end: WatchEnd, termination_signal: int) -> None:
         """Stop this node's workers the way the watch ended: a forwarded signal with its
-        long grace; a failure (after keeping the stacks of a hang) with the rank
-        termination signal and the stop timeout."""
+        long grace (workers checkpoint then); a failure (after keeping the stacks of a
+        hang) with the rank termination signal and a short grace."""
         launch = self.cfg.settings.launch
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
@@ -256,4 +268,6 @@ class Member:
             self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
         if end.failure is not None and end.failure.kind is FailureKind.HANG:
             workers.keep_stacks(f"hang, detector {end.failure.detector}")
-        workers.stop(termination_signal, launch.workers_stop_timeout)
+        # The job's collective is broken: the other ranks can do no useful work, so they
+        # get a short grace, unless inside a section (a checkpoint being written).
+        workers.stop(termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace)
