@@ -569,7 +569,7 @@ def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None)
         section = ftlauncher.find_section(doc)
         if section is None:
             raise UsageError(f"--ft-cfg-path {cfg_path}: no '{ftlauncher.YAML_SECTION}:' section in the file")
-    ft = ftlauncher.translate(split.ft, section, config.KEY_TYPES, source=f"{cfg_path}: fault_tolerance")
+    ft = ftlauncher.translate(split.ft, section, source=f"{cfg_path}: fault_tolerance")
     cli = {**ft.overrides, **request.overrides, **_cli_values(ns)}
     return Interpreted(ns, request, ft, cli)
 
