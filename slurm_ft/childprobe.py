@@ -56,6 +56,10 @@ class Child:
         except OSError as exc:
             self._error = f"cannot start probe: {exc.strerror}"
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def done(self) -> bool:
         """True once an answer can be collected without waiting."""
         return self._proc is None or self._proc.poll() is not None

@@ -79,6 +79,15 @@ class PendingReading:
         self._child = Child(SCRIPT, [*args, str(spec)])
         self._result: list[Look] | str | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The reader's process id (None when it could not start)."""
+        return self._child.pid
+
+    def done(self) -> bool:
+        """True once :meth:`looks` would not wait."""
+        return self._result is not None or self._child.done()
+
     def looks(self) -> list[Look] | str:
         """The looks, or a warning saying why there are none."""
         if self._result is None:
@@ -87,7 +96,9 @@ class PendingReading:
 
     def abandon(self) -> None:
         """Stop the looks now (the child is killed unless it already answered)."""
-        self._child.collect(time.monotonic())
+        if self._result is None:
+            self._child.collect(time.monotonic())
+            self._result = f"progress source {self.spec}: the look was abandoned"
 
     def _collect(self) -> list[Look] | str:
         answer = self._child.collect(self._stop_at)

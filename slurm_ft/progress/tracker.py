@@ -85,14 +85,16 @@ class ProgressTracker:
     def source(self) -> SourceSpec | None:
         return self._spec
 
-    def begin_reading(self) -> None:
-        """Start a look at the source now and return at once; the next call that needs a
-        reading collects it. The launcher calls this when a cycle's workers start stopping."""
+    def begin_reading(self) -> PendingReading | None:
+        """Start a look at the source now and return at once (None: no source); the next call
+        that needs a reading collects it. The launcher calls this when a cycle's workers start
+        stopping, so that the look overlaps the stop."""
         if self._spec is None:
-            return
+            return None
         if self._pending is not None:
-            first(self._pending)  # collect (or abandon) the one it replaces
+            self._pending.abandon()
         self._pending = PendingReading(self._spec, self._settings.read_timeout)
+        return self._pending
 
     def start_line(self) -> str:
         """One line for the launcher's log at start: what the guard watches, or that it is off."""
