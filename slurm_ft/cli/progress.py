@@ -341,9 +341,13 @@ def _print_table(summary: dict[str, Any], line: str) -> None:
         seen = "" if summary["source_seen"] else " (not existed at any cycle boundary: cycles not judged)"
         pattern = f", pattern {policy['pattern']}" if policy["pattern"] else ""
         console.print(f"source: {policy['source']}{pattern}{seen}", markup=False)
+    if (policy["source"] or "").startswith("file:"):
+        means = "the file was replaced"
+    else:
+        means = f">= {policy['min_progress_iterations']} iterations"
     console.print(
         f"streak: {summary['streak']} of {policy['max_no_progress_cycles']} no-progress cycles "
-        f"(progress means >= {policy['min_progress_iterations']} iterations)",
+        f"(progress means {means})",
         markup=False,
     )
     console.print(f"verdict: {line}", markup=False)

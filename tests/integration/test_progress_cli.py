@@ -592,3 +592,62 @@ def test_check_imports_neither_torch_nor_rich(tmp_path: Path, job: tuple[Path, P
         [sys.executable, "-c", probe, str(state)], env=clean_env(), capture_output=True, text=True, timeout=30
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "0 []\n", "")
+
+
+# ------------------------------------------------------------------ sources
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--progress-source", "dir:/x"],
+            "slurm_ft.progress.source: expected KIND:PATH with KIND one of iteration-file, checkpoint-dir, "
+            "file, got 'dir:/x'",
+        ),
+        (
+            ["--progress-source", "file:/x", "--progress-pattern", r"s(\d+)"],
+            "slurm_ft.progress.source: a progress pattern applies only to checkpoint-dir: sources, not file:",
+        ),
+        (
+            ["--progress-source", "checkpoint-dir:/x", "--progress-pattern", "s"],
+            "slurm_ft.progress.source: progress pattern 's' must have exactly one group (the step)",
+        ),
+    ],
+)
+def test_a_bad_source_is_bad_input(
+    tmp_path: Path, job: tuple[Path, Path], args: list[str], line: str
+) -> None:
+    state, _ = job
+    one_error_line(run("check", "--state-dir", str(state), *args, cwd=tmp_path), line)
+
+
+def test_without_a_source_the_guard_is_off_and_says_so(tmp_path: Path, job: tuple[Path, Path]) -> None:
+    state, _ = job
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from slurm_ft.config import ProgressSettings
+        from slurm_ft.progress import ProgressTracker
+        from slurm_ft.statedir import StateDir
+
+        tracker = ProgressTracker(StateDir(Path(sys.argv[1])), ProgressSettings(), 0)
+        print(tracker.start_line())
+        for cycle in range(3):
+            assert tracker.before_cycle(cycle) is None
+            tracker.after_cycle(cycle, "worker-failed")
+        """
+    )
+    launcher = subprocess.run(
+        [sys.executable, "-c", script, str(state)], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert launcher.stdout == "no progress source: the no-progress guard is off\n"
+    proc = run("check", "--state-dir", str(state), cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "no progress source: the no-progress guard is off: another attempt may run\n",
+    )
+    status = run("status", "--state-dir", str(state), cwd=tmp_path)
+    assert "source: none (no progress source: the no-progress guard is off)" in status.stdout
+    assert status.stdout.count("not judged") == 3
