@@ -52,14 +52,19 @@ class Reading:
         return self.warning is None
 
 
+def _text(doc: dict[str, object], key: str) -> str | None:
+    value = doc.get(key)
+    return value if isinstance(value, str) else None
+
+
 def _look_from_json(doc: dict[str, object]) -> Look:
     step = doc.get("step")
     return Look(
         present=bool(doc.get("present")),
         step=step if isinstance(step, int) else 0,
-        mark=doc["mark"] if isinstance(doc.get("mark"), str) else None,  # type: ignore[arg-type]
-        entry=doc["entry"] if isinstance(doc.get("entry"), str) else None,  # type: ignore[arg-type]
-        problem=doc["problem"] if isinstance(doc.get("problem"), str) else None,  # type: ignore[arg-type]
+        mark=_text(doc, "mark"),
+        entry=_text(doc, "entry"),
+        problem=_text(doc, "problem"),
     )
 
 

@@ -81,14 +81,10 @@ class ProgressTracker:
         self._fresh: Reading | None = None  # taken with no workers running: the next start
         self.begin_reading()
 
-    @property
-    def source(self) -> SourceSpec | None:
-        return self._spec
-
     def begin_reading(self) -> PendingReading | None:
         """Start a look at the source now and return at once (None: no source); the next call
-        that needs a reading collects it. The launcher calls this when a cycle's workers start
-        stopping, so that the look overlaps the stop."""
+        that needs a reading collects it. Meant for the moment a cycle's end is known, before
+        its workers are stopped, so that the look overlaps the stop."""
         if self._spec is None:
             return None
         if self._pending is not None:

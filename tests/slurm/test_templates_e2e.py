@@ -188,18 +188,16 @@ def test_job_that_checkpoints_between_crashes_is_requeued_until_it_finishes(slur
 def snapshot_knobs(cluster, work: Path, **extra: str) -> dict[str, str]:
     """The DDP-tutorial-shaped trainer: one snapshot.pt, no iteration file."""
     snapshot = work / "ckpt" / "snapshot.pt"
-    return knobs(
-        cluster,
-        work,
-        TRAIN_SCRIPT=str(work / "train_snapshot.py"),
-        TRAIN_SNAPSHOT=str(snapshot),
-        TRAIN_EPOCHS="30",
-        TRAIN_SAVE_EVERY="5",
-        CHECKPOINT_ITERATION_FILE="",
-        PROGRESS_SOURCE=f"file:{snapshot}",
-        NPROC_PER_NODE="1",
-        **extra,
-    )
+    values = {
+        "TRAIN_SCRIPT": str(work / "train_snapshot.py"),
+        "TRAIN_SNAPSHOT": str(snapshot),
+        "TRAIN_EPOCHS": "30",
+        "TRAIN_SAVE_EVERY": "5",
+        "CHECKPOINT_ITERATION_FILE": "",
+        "PROGRESS_SOURCE": f"file:{snapshot}",
+        "NPROC_PER_NODE": "1",
+    }
+    return knobs(cluster, work, **{**values, **extra})
 
 
 @pytest.mark.timeout(300)
@@ -251,6 +249,25 @@ def test_snapshot_trainer_that_never_advances_is_stopped_with_93(slurm_cluster):
     )
     assert sorted(cycle_logs(work)) == [0, 1, 2]
     assert "stopped for good: no progress" in out
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_without_a_progress_source_max_requeues_bounds_the_job(slurm_cluster):
+    """Killed before its first snapshot, every time, with no source: the guard judges
+    nothing, so the template requeues MAX_REQUEUES times and then stops with the launchers' code."""
+    work = prepare(slurm_cluster, "no-source")
+    env = snapshot_knobs(
+        slurm_cluster, work, TRAIN_CRASH="*:1", PROGRESS_SOURCE="", MAX_RESTARTS="0", MAX_REQUEUES="1"
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=1", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=260)
+    out = batch_output(work)
+    assert fields["Restarts"] == "1", out
+    assert exit_code(fields) == 1, out
+    assert out.count("no progress source: the no-progress guard is off; at most MAX_REQUEUES=1 requeues") == 2
+    assert "not requeueing: the progress guard judges nothing" in out
+    assert sorted(cycle_logs(work)) == [0, 1]
     slurm_cluster.assert_no_user_processes()
 
 
