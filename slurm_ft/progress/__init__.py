@@ -39,6 +39,7 @@ from slurm_ft.progress.policy import (
     policy_enabled,
     provisional_view,
     reset_streak,
+    revise_last,
     stop_reason,
 )
 from slurm_ft.progress.reading import Reading
@@ -71,6 +72,7 @@ __all__ = [
     "provisional_view",
     "read_for_verdict",
     "reset_streak",
+    "revise_last",
     "save_ledger",
     "stop_reason",
 ]

@@ -246,6 +246,38 @@ def close_cycle(
     return dataclasses.replace(ledger, cycles=[*cycles, closed], streak=streak)
 
 
+def revise_last(ledger: Ledger, settings: ProgressSettings, now: Reading) -> Ledger:
+    """Count the last closed cycle as progress after all when a later look shows it made some.
+
+    Nothing runs between the end of one cycle and the start of the next, so a save that
+    shows only at the next start was made by the last cycle: its workers finished it while
+    being stopped, after the early look that closed the cycle. Only a cycle counted as no
+    progress is revised; the streak it ended becomes 0.
+    """
+    if not ledger.cycles or ledger.open_cycle is not None or not now.valid:
+        return ledger
+    last = ledger.cycles[-1]
+    if last.progressed is not False:
+        return ledger
+    reopened = dataclasses.replace(
+        ledger, cycles=[*ledger.cycles[:-1], dataclasses.replace(last, outcome=None, progressed=None)]
+    )
+    if not counts_as_progress(reopened, settings, now):
+        return ledger
+    end = end_reading(reopened, settings, now)
+    revised = dataclasses.replace(
+        last,
+        iteration_end=end.iteration,
+        progressed=True,
+        mark_end=end.mark if _is_file(settings) else None,
+        warnings=[
+            *last.warnings,
+            "end: revised at the next start, which found progress saved while stopping",
+        ],
+    )
+    return dataclasses.replace(ledger, cycles=[*ledger.cycles[:-1], revised], streak=0)
+
+
 def stop_reason(ledger: Ledger, settings: ProgressSettings) -> str | None:
     """Why no further cycle may start, or None. Pure: the ledger and the settings decide."""
     if not judges(ledger, settings) or ledger.streak < settings.max_no_progress_cycles:

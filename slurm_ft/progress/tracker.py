@@ -10,12 +10,14 @@ The restart path does not wait for the guard unless the guard's decision depends
   then are the looks repeated for about a second (:func:`reading.settled`), after the
   workers are gone;
 * the end reading of a cycle is the start reading of the next one: ``before_cycle`` reads
-  nothing more unless it has to close a cycle some earlier launcher left open.
+  nothing more in the same launcher; a new attempt's launcher reads once.
 
 A look taken while the workers are still being stopped may miss a checkpoint they finish
-while stopping. That progress is then recorded against the next cycle instead (its start
-is the same early look), so it is never lost and never makes the guard stop a job; it can
-at most delay a stop by one cycle.
+while stopping. It is never lost and never makes the guard stop a job: a look that would
+stop the job is repeated after the workers are gone; otherwise, in the same launcher, the
+next cycle starts from that same early look and so counts the save, and in a new attempt
+(after a requeue) the first look revises the last cycle to progress
+(:func:`policy.revise_last`). It can at most delay a stop by one cycle.
 """
 
 from __future__ import annotations
@@ -131,17 +133,20 @@ class ProgressTracker:
         if ledger.open_cycle is not None:
             start = self._end(ledger, start or self._take())
             ledger = policy.close_cycle(ledger, start, INTERRUPTED, self._settings, now)
+        else:
+            if start is None:
+                start = self._take()
+                if start.warning and self._on_warning is not None:
+                    self._on_warning(start.warning)
+            # A no-op when ``start`` is this launcher's own end reading of that cycle.
+            ledger = policy.revise_last(ledger, self._settings, start)
         reason = policy.stop_reason(ledger, self._settings)
         if reason is not None:
             self._save(policy.mark_stopped(ledger, self._attempt, cycle, reason, now))
-            if self._pending is not None:  # no reading is needed any more: leave no child behind
+            if self._pending is not None:  # no look is needed any more: leave no child behind
                 self._pending.abandon()
                 self._pending = None
             return reason
-        if start is None:
-            start = self._take()
-            if start.warning and self._on_warning is not None:
-                self._on_warning(start.warning)
         self._save(policy.open_cycle(ledger, cycle, self._attempt, start, now, self._settings))
         return None
 

@@ -147,3 +147,28 @@ def test_an_iteration_file_that_never_existed_leaves_the_guard_off(tmp_path: Pat
         assert tracker.before_cycle(cycle) is None
         tracker.after_cycle(cycle, "worker-failed")
     assert [c.progressed for c in tracker.ledger.cycles] == [None, None, None]
+
+
+def test_a_save_missed_before_a_requeue_is_credited_by_the_next_attempt(tmp_path: Path) -> None:
+    """Preempted: the early look closed the cycle before the SIGTERM handler's save landed.
+    The next attempt's launcher reads first and counts that cycle as progress after all."""
+    it = tmp_path / "latest_checkpointed_iteration.txt"
+    it.write_text("100")
+    settings = ProgressSettings(str(it), max_no_progress_cycles=2)
+    state = StateDir(tmp_path / "state")
+    first_attempt = ProgressTracker(state, settings, 0)
+    assert first_attempt.before_cycle(0) is None
+    early = first_attempt.begin_reading()
+    assert early is not None
+    wait_until(early.done, 10, message="the early look")
+    it.write_text("200")
+    first_attempt.after_cycle(0, "signal-SIGUSR1")
+    assert (first_attempt.ledger.cycles[-1].progressed, first_attempt.ledger.streak) == (False, 1)
+    second_attempt = ProgressTracker(state, settings, 1)
+    assert second_attempt.before_cycle(1) is None
+    cycles = second_attempt.ledger.cycles
+    assert [(c.iteration_start, c.iteration_end, c.progressed) for c in cycles] == [
+        (100, 200, True),
+        (200, None, None),
+    ]
+    assert second_attempt.ledger.streak == 0

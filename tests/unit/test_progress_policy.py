@@ -23,6 +23,7 @@ from slurm_ft.progress import (
     open_cycle,
     provisional_view,
     reset_streak,
+    revise_last,
     stop_reason,
 )
 
@@ -317,3 +318,33 @@ def test_a_ledger_written_before_sources_reads_as_its_iteration_file() -> None:
     assert (ledger.source, ledger.seen_source) == (f"iteration-file:{FILE}",) * 2
     policy = effective_policy(ProgressSettings(), ledger, set())
     assert stop_reason(ledger, policy) == "no progress in the last 1 cycles (no iteration read)"
+
+
+def test_a_save_that_shows_only_at_the_next_start_revises_the_last_cycle() -> None:
+    """The early look closed cycle 1 as no progress; the next start finds its save."""
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings())
+    ledger = close_cycle(ledger, reading(100), "worker-failed", settings(), None)
+    ledger = open_cycle(ledger, 1, 0, reading(100), None, settings())
+    ledger = close_cycle(ledger, reading(100), "signal-SIGTERM", settings(), None)
+    assert ledger.streak == 2
+    revised = revise_last(ledger, settings(), reading(150))
+    assert (revised.cycles[-1].iteration_end, revised.cycles[-1].progressed, revised.streak) == (150, True, 0)
+    assert revised.cycles[0] == ledger.cycles[0]
+    assert stop_reason(revised, settings()) is None
+    for unchanged in (reading(100), reading(GARBAGE), ABSENT):
+        assert revise_last(ledger, settings(), unchanged) == ledger
+
+
+def test_revision_leaves_open_and_progressed_cycles_alone() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings())
+    assert revise_last(ledger, settings(), reading(200)) == ledger
+    ledger = close_cycle(ledger, reading(150), "worker-failed", settings(), None)
+    assert revise_last(ledger, settings(), reading(200)) == ledger
+
+
+def test_a_file_source_revision_compares_marks() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, snapshot("a"), None, FILE_SOURCE)
+    ledger = close_cycle(ledger, snapshot("a"), "signal-SIGTERM", FILE_SOURCE, None)
+    assert revise_last(ledger, FILE_SOURCE, snapshot("a")) == ledger
+    revised = revise_last(ledger, FILE_SOURCE, snapshot("b"))
+    assert (revised.cycles[-1].progressed, revised.cycles[-1].mark_end, revised.streak) == (True, "b", 0)
