@@ -41,6 +41,7 @@ from slurm_ft.progress.policy import (
     reset_streak,
     revise_last,
     stop_reason,
+    would_stop,
 )
 from slurm_ft.progress.reading import Reading
 from slurm_ft.progress.sources import SourceError, SourceSpec, parse_iteration, parse_source
@@ -75,4 +76,5 @@ __all__ = [
     "revise_last",
     "save_ledger",
     "stop_reason",
+    "would_stop",
 ]

@@ -181,7 +181,7 @@ def counts_as_progress(ledger: Ledger, settings: ProgressSettings, end: Reading)
 
 def would_stop(ledger: Ledger, settings: ProgressSettings, end: Reading) -> bool:
     """Whether closing the open cycle with ``end`` would make the guard stop the job."""
-    if counts_as_progress(ledger, settings, end):
+    if not end.answered or counts_as_progress(ledger, settings, end):
         return False
     seen = _seen(ledger, end, settings)
     return judges(seen, settings) and ledger.streak + 1 >= settings.max_no_progress_cycles
@@ -201,7 +201,8 @@ def close_cycle(
 
     Progress >= ``min_progress_iterations`` resets the streak to 0; anything else,
     including a decrease or an unparsable end reading, adds one, once the source has
-    existed. Before that the cycle is recorded but not judged.
+    existed. Before that, and when the end look did not answer in time, the cycle is
+    recorded but not judged.
     """
     entry = ledger.open_cycle
     if entry is not None and cycle is not None and entry.cycle != cycle:
@@ -225,7 +226,7 @@ def close_cycle(
     end = end_reading(ledger, settings, end)
     cycles.pop()
     ledger = _seen(ledger, end, settings)
-    judged = judges(ledger, settings)
+    judged = judges(ledger, settings) and end.answered
     progressed = cycle_progressed(entry.iteration_start, end, settings.min_progress_iterations)
     warnings = list(entry.warnings)
     if not end.valid:

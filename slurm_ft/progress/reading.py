@@ -38,14 +38,16 @@ class Reading:
 
     ``iteration`` is the step (for ``file:`` sources the ledger turns ``mark`` into a count
     of replacements). ``warning`` is set when the reading cannot be trusted; then it counts
-    as no progress. ``present`` is False when the source does not exist (or did not
-    answer): a source that never existed leaves the guard off.
+    as no progress. ``present`` is False when the source does not exist: a source that never
+    existed leaves the guard off. ``answered`` is False when the look did not answer in time
+    (a hung or overloaded mount): the guard cannot tell, so such a reading judges nothing.
     """
 
     iteration: int
     warning: str | None = None
     present: bool = True
     mark: str | None = None
+    answered: bool = True
 
     @property
     def valid(self) -> bool:
@@ -133,7 +135,7 @@ def from_look(spec: SourceSpec, look: Look) -> Reading:
 def first(pending: PendingReading) -> Reading:
     got = pending.looks()
     if isinstance(got, str):
-        return Reading(0, f"{got}; counting as no progress", present=False)
+        return Reading(0, f"{got}; not judged", present=False, answered=False)
     return from_look(pending.spec, got[0])
 
 
@@ -142,7 +144,7 @@ def settled(pending: PendingReading, counts: Callable[[Reading], bool]) -> Readi
     when every look agreed, else a flagged reading."""
     got = pending.looks()
     if isinstance(got, str):
-        return Reading(0, f"{got}; counting as no progress", present=False)
+        return Reading(0, f"{got}; not judged", present=False, answered=False)
     readings = [from_look(pending.spec, x) for x in got]
     for r in readings:
         if r.valid and counts(r):

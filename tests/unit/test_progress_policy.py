@@ -25,6 +25,7 @@ from slurm_ft.progress import (
     reset_streak,
     revise_last,
     stop_reason,
+    would_stop,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -348,3 +349,16 @@ def test_a_file_source_revision_compares_marks() -> None:
     assert revise_last(ledger, FILE_SOURCE, snapshot("a")) == ledger
     revised = revise_last(ledger, FILE_SOURCE, snapshot("b"))
     assert (revised.cycles[-1].progressed, revised.cycles[-1].mark_end, revised.streak) == (True, "b", 0)
+
+
+def test_a_look_that_did_not_answer_judges_nothing() -> None:
+    """A hung or overloaded mount is no evidence against the job: the cycle is not judged."""
+    silent = Reading(
+        0, "progress source ... did not answer within 5 s (a hung mount?); not judged", False, None, False
+    )
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings(k=1))
+    assert not would_stop(ledger, settings(k=1), silent)
+    ledger = close_cycle(ledger, silent, "worker-failed", settings(k=1), None)
+    assert (ledger.cycles[-1].progressed, ledger.streak) == (None, 0)
+    assert ledger.cycles[-1].warnings == [f"end: {silent.warning}"]
+    assert stop_reason(ledger, settings(k=1)) is None
