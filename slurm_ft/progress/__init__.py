@@ -6,8 +6,8 @@ what the trainer's own checkpoints say, read from a configured source (``sources
 cycle that did not move it forward counts against the job, and ``max_no_progress_cycles``
 such cycles in a row stop it for good (exit 93). One job per module:
 
-* ``sources``  — what a source is and one look at it (standard library only, runs as the
-  bounded child);
+* ``sources``  — what a source is (kinds, conventions, completion), named and parsed;
+* ``looking``  — one look at a source (light standard library only: it is the bounded child);
 * ``reading``  — looks taken in a child with a deadline, and how looks become a reading;
 * ``ledger``   — the history in the state dir, as data and as a file;
 * ``policy``   — pure functions over ledgers and readings: what counts, when to stop;
@@ -27,6 +27,7 @@ from slurm_ft.progress.ledger import (
     load_ledger,
     save_ledger,
 )
+from slurm_ft.progress.looking import parse_iteration
 from slurm_ft.progress.policy import (
     GUARD_OFF,
     close_cycle,
@@ -44,7 +45,7 @@ from slurm_ft.progress.policy import (
     would_stop,
 )
 from slurm_ft.progress.reading import Reading
-from slurm_ft.progress.sources import SourceError, SourceSpec, parse_iteration, parse_source
+from slurm_ft.progress.sources import SourceError, SourceSpec, parse_source
 from slurm_ft.progress.tracker import ProgressTracker, read_for_verdict
 
 __all__ = [

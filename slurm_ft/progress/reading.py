@@ -17,17 +17,17 @@ Two ways to turn looks into a :class:`Reading`:
 
 from __future__ import annotations
 
-import json
+import ast
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft.childprobe import Child
-from slurm_ft.progress import sources
+from slurm_ft.progress import looking
 from slurm_ft.progress.sources import Look, SourceSpec
 
-SCRIPT = str(Path(sources.__file__))
+SCRIPT = str(Path(looking.__file__))
 CONFIRM_LOOKS = 5
 CONFIRM_SPACING_S = 0.2
 
@@ -54,20 +54,19 @@ class Reading:
         return self.warning is None
 
 
-def _text(doc: dict[str, object], key: str) -> str | None:
-    value = doc.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _look_from_json(doc: dict[str, object]) -> Look:
-    step = doc.get("step")
-    return Look(
-        present=bool(doc.get("present")),
-        step=step if isinstance(step, int) else 0,
-        mark=_text(doc, "mark"),
-        entry=_text(doc, "entry"),
-        problem=_text(doc, "problem"),
-    )
+def _look_from_literal(item: object) -> Look:
+    """A look as the child printed it; ValueError when it is not one."""
+    if not (isinstance(item, tuple) and len(item) == 5):
+        raise ValueError(f"not a look: {item!r}")
+    present, step, mark, entry, problem = item
+    texts = (mark, entry, problem)
+    if (
+        not isinstance(present, bool)
+        or not isinstance(step, int)
+        or not all(t is None or isinstance(t, str) for t in texts)
+    ):
+        raise ValueError(f"not a look: {item!r}")
+    return Look(present, step, mark, entry, problem)
 
 
 class PendingReading:
@@ -80,10 +79,10 @@ class PendingReading:
         self.timeout = timeout
         self.started = time.monotonic()
         self._stop_at = self.started + timeout + (looks - 1) * spacing
-        args = ["--looks", str(looks), "--spacing", f"{spacing:g}"]
+        args = [spec.kind, spec.path, str(looks), f"{spacing:g}"]
         if spec.pattern is not None:
-            args += ["--pattern", spec.pattern]
-        self._child = Child(SCRIPT, [*args, str(spec)])
+            args.append(spec.pattern)
+        self._child = Child(SCRIPT, args)
         self._result: list[Look] | str | None = None
 
     @property
@@ -115,9 +114,9 @@ class PendingReading:
         if answer.output is None:
             return f"{where} did not answer within {self.timeout:g} s (a hung mount?)"
         try:
-            doc = json.loads(answer.output.decode("utf-8", errors="replace"))
-            found = [_look_from_json(x) for x in doc["looks"]]
-        except (ValueError, KeyError, TypeError, AttributeError):
+            printed = ast.literal_eval(answer.output.decode("utf-8", errors="replace").strip())
+            found = [_look_from_literal(x) for x in printed]
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return f"{where} could not be read (the reader exited {answer.returncode} without an answer)"
         return found or f"{where} could not be read (no look)"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_ft.progress.looking import is_temporary, parse_iteration
 from slurm_ft.progress.sources import (
     CHECKPOINT_DIR,
     FILE,
@@ -19,9 +20,7 @@ from slurm_ft.progress.sources import (
     Look,
     SourceError,
     SourceSpec,
-    is_temporary,
     look,
-    parse_iteration,
     parse_source,
 )
 
