@@ -1,7 +1,7 @@
 """Readings of a progress source, taken in a child process with a deadline.
 
 The launcher must never hang on a dead checkpoint mount, so every look at a source runs in
-``sources.py`` as a child that :mod:`slurm_ft.childprobe` abandons at the deadline. A
+``looking.py`` as a child that :mod:`slurm_ft.childprobe` abandons at the deadline. A
 reading can be started early (while the workers are still being stopped) and collected
 later: :class:`PendingReading`.
 
