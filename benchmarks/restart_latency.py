@@ -39,7 +39,7 @@ def latency(directory: Path) -> float:
     return max(restarted) - deaths[0]
 
 
-def _run_agents(ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]], log: Path) -> None:
+def run_agents(ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]], log: Path) -> None:
     started = []
     with open(log, "ab") as out:
         for cmd, env in cmds_envs:
@@ -80,7 +80,7 @@ def torchrun_once(ctx: Context, term_delay: float = 0.0) -> float:
         )
         for node in range(NNODES)
     ]
-    _run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return latency(directory)
 
 
@@ -104,7 +104,7 @@ def ours_once(ctx: Context, term_delay: float = 0.0) -> float:
             },
         )
         cmds.append((launchers.ours(ctx, SCRIPT), env))
-    _run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return latency(directory)
 
 

@@ -95,6 +95,9 @@ class ProgressSettings:
     checkpoint_iteration_file: str | None = None
     max_no_progress_cycles: int = 2
     min_progress_iterations: int = 1
+    source: str | None = None
+    pattern: str | None = None
+    read_timeout: float = 5.0
 
 
 @dataclass
@@ -280,10 +283,32 @@ def validate(settings: Settings) -> None:
         raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
-    if settings.progress.min_progress_iterations < 1:
+    _validate_progress(settings.progress)
+
+
+def _validate_progress(progress: ProgressSettings) -> None:
+    if progress.min_progress_iterations < 1:
         raise ConfigError(
             f"{YAML_ROOT}.progress.min_progress_iterations: must be >= 1, "
-            f"got {settings.progress.min_progress_iterations}"
+            f"got {progress.min_progress_iterations}"
+        )
+    if progress.read_timeout <= 0:
+        raise ConfigError(f"{YAML_ROOT}.progress.read_timeout: must be > 0, got {progress.read_timeout}")
+    # Lazily: the progress package imports this module.
+    from slurm_ft.progress.sources import FILE, SourceError, parse_source
+
+    if progress.pattern is not None and progress.source is None:
+        raise ConfigError(f"{YAML_ROOT}.progress.pattern: needs progress.source checkpoint-dir:DIR")
+    if progress.source is None:
+        return
+    try:
+        spec = parse_source(progress.source, progress.pattern)
+    except SourceError as exc:
+        raise ConfigError(f"{YAML_ROOT}.progress.source: {exc}") from None
+    if spec.kind == FILE and progress.min_progress_iterations != 1:
+        raise ConfigError(
+            f"{YAML_ROOT}.progress.min_progress_iterations: a file: source counts each replacement "
+            f"as one step, so it must be 1, got {progress.min_progress_iterations}"
         )
 
 

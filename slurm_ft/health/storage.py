@@ -1,23 +1,20 @@
 """Storage paths and network mounts, probed in child processes with a hard deadline.
 
-A process that calls ``stat`` on a dead NFS or Lustre mount sleeps uninterruptibly: it
-cannot be killed or reaped until the server answers, and a thread stuck that way keeps
-its whole process from exiting. So nothing here touches a mount in-process. Each path
-gets its own short-lived child (``probe.py``); at the deadline the child is sent SIGKILL
-and abandoned, never waited on, and the result says "timed out". The only in-process
+Nothing here touches a mount in-process: each path gets its own short-lived child
+(``probe.py``) run through :mod:`slurm_ft.childprobe`, which at the deadline sends it
+SIGKILL and abandons it, and the result says "timed out". The only in-process
 reads are of ``/proc/self/mountinfo`` and the Lustre ``health_check`` attribute, which
 the kernel answers from memory.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_ft.childprobe import Child
 from slurm_ft.health.result import Result, Status
 
 NETWORK_FSTYPES = frozenset({"lustre", "nfs", "nfs4", "gpfs", "beegfs"})
@@ -110,70 +107,36 @@ def lustre_health(sysfs_root: str, proc_root: str) -> Result | None:
 @dataclass
 class _Running:
     name: str
-    target: str
-    proc: subprocess.Popen[bytes] | None
-    started: float
+    child: Child
     data: dict[str, object]
-    spawn_error: str | None = None
 
 
 def _spawn(name: str, op: str, target: str, data: dict[str, object]) -> _Running:
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", PROBE_SCRIPT, op, target],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
-    except OSError as exc:
-        return _Running(name, target, None, started, data, f"cannot start probe: {exc.strerror}")
-    return _Running(name, target, proc, started, data)
-
-
-def _late_output(proc: subprocess.Popen[bytes]) -> bytes | None:
-    """Output of a probe that finished while an earlier one used up the wait, else None."""
-    if proc.poll() is None:
-        return None
-    out, _ = proc.communicate()
-    return out
+    return _Running(name, Child(PROBE_SCRIPT, [op, target]), data)
 
 
 def _collect(run: _Running, stop_at: float, budget_s: float) -> Result:
-    if run.proc is None:
-        return Result(run.name, Status.FAIL, run.spawn_error or "probe failed", 0.0, run.data)
-    proc = run.proc
-    try:
-        out, _ = proc.communicate(timeout=max(0.0, stop_at - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        out = _late_output(proc)
-    if out is None:
-        # Kill and walk away: a child in uninterruptible sleep cannot be reaped now, and
-        # waiting for it would make this check as stuck as the mount.
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        if proc.stdout is not None:
-            proc.stdout.close()
-        took = time.monotonic() - run.started
+    answer = run.child.collect(stop_at)
+    if answer.error is not None:
+        return Result(run.name, Status.FAIL, answer.error, 0.0, run.data)
+    if answer.output is None:
         return Result(
             run.name,
             Status.FAIL,
             f"timed out after {budget_s:g} s",
-            took,
-            {**run.data, "timed_out": True, "probe_pid": proc.pid},
+            answer.took,
+            {**run.data, "timed_out": True, "probe_pid": answer.pid},
         )
-    took = time.monotonic() - run.started
-    line = out.decode(errors="replace").strip().splitlines()
+    line = answer.output.decode(errors="replace").strip().splitlines()
     text = line[0] if line else ""
     verdict, _, detail = text.partition(" ")
     if verdict == "OK":
-        return Result(run.name, Status.PASS, detail, took, run.data)
+        return Result(run.name, Status.PASS, detail, answer.took, run.data)
     if verdict == "FAIL":
-        return Result(run.name, Status.FAIL, detail, took, run.data)
-    return Result(run.name, Status.FAIL, f"probe exited {proc.returncode} without an answer", took, run.data)
+        return Result(run.name, Status.FAIL, detail, answer.took, run.data)
+    return Result(
+        run.name, Status.FAIL, f"probe exited {answer.returncode} without an answer", answer.took, run.data
+    )
 
 
 def check(

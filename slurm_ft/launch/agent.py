@@ -145,6 +145,8 @@ class Agent:
                 i, workers, self.coordinator.judge if self.coordinator else None, self.export_metrics
             )
             self._enter(Phase.STOP)
+            if self.coordinator is not None:
+                self.coordinator.cycle_ending()
             self._stop(i, cycle, decision, workers, end)
             self.log_lost = (self.log_lost[0] + workers.log_lost[0], self.log_lost[1] + workers.log_lost[1])
             self.export_metrics()
