@@ -400,13 +400,15 @@ def _validate_hang(hang: HangSettings) -> None:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
     if hang.stack_dump_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
-    from slurm_ft.launch.hang import parse_section_timeouts
     from slurm_ft.launch.signals import parse_signals
 
-    try:
-        parse_section_timeouts(hang.rank_section_timeouts)
-    except ValueError as exc:
-        raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
+    if hang.rank_section_timeouts:  # the default needs no parser (and no import at start-up)
+        from slurm_ft.launch.hang import parse_section_timeouts
+
+        try:
+            parse_section_timeouts(hang.rank_section_timeouts)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
     try:
         parse_signals([hang.rank_termination_signal])
     except ValueError as exc:
