@@ -20,8 +20,7 @@ before or after it, never inside. A short write only happens when the disk fills
 file size limit is hit or a signal interrupts: the rest is then written by a second write,
 which may land after another node's write; the line stays in the file but may be torn,
 which is the price of not losing it, and it happens only together with the loud disk-full
-report. NFS
-clients do not append atomically at all, hence ``--applog-per-node``.
+report. NFS clients do not append atomically at all, hence ``--applog-per-node``.
 
 Nothing is dropped on the way in: a worker's pipe is read until end of stream, also after
 the worker exited (crash tracebacks arrive last). Only a pipe kept open by a grandchild is
