@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 NETWORK_FSTYPES = frozenset({"lustre", "nfs", "nfs4", "gpfs", "beegfs"})
 # Answered by this node's kernel and disks alone. Anything not listed (network, FUSE,
-# autofs, unknown) is probed in a child.
+# autofs, unknown) is probed in a child; so is overlay, whose lower layers may sit on a
+# network file system (container images).
 LOCAL_FSTYPES = frozenset(
-    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "ramfs", "overlay", "devtmpfs"}
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "ramfs", "devtmpfs"}
 )
 PROBE_SCRIPT = str(Path(__file__).with_name("probe.py"))
 # Linux's own limit on symlinks followed while resolving one path.
