@@ -104,11 +104,6 @@ class LineFramer:
             start += cut
         del pending[:start]
 
-    def feed(self, data: bytes) -> tuple[bytes, int]:
-        """Framed output for ``data`` as one bytes object; see :meth:`feed_parts`."""
-        parts, lines = self.feed_parts(data)
-        return b"".join(parts), lines
-
     def feed_parts(self, data: bytes) -> tuple[list[Part], int]:
         """Framed output for ``data``: whole prefixed lines only (possibly none), as pieces
         to write in order, and how many lines that is (counted from lengths, because
