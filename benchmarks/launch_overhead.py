@@ -59,6 +59,6 @@ def run(ctx: Context) -> list[Row]:
             note="standalone, one node",
             error=contest.error("ours", "torchrun", "reference"),
             reference=contest.summary("reference"),
-            reference_label=f"{PYTHON_PASS} (+ 2 worker spawns)",
+            reference_label=PYTHON_PASS,
         )
     ]
