@@ -294,13 +294,14 @@ def _validate_progress(progress: ProgressSettings) -> None:
         )
     if progress.read_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.progress.read_timeout: must be > 0, got {progress.read_timeout}")
-    # Lazily: the progress package imports this module.
-    from slurm_ft.progress.sources import FILE, SourceError, parse_source
-
     if progress.pattern is not None and progress.source is None:
         raise ConfigError(f"{YAML_ROOT}.progress.pattern: needs progress.source checkpoint-dir:DIR")
     if progress.source is None:
         return
+    # Lazily, and only for a source: the progress package imports this module, and a
+    # command that judges no progress (the health check) must not pay for loading it.
+    from slurm_ft.progress.sources import FILE, SourceError, parse_source
+
     try:
         spec = parse_source(progress.source, progress.pattern)
     except SourceError as exc:
@@ -430,13 +431,15 @@ def _validate_hang(hang: HangSettings) -> None:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
     if hang.stack_dump_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
-    from slurm_ft.launch.hang import parse_section_timeouts
     from slurm_ft.launch.signals import parse_signals
 
-    try:
-        parse_section_timeouts(hang.rank_section_timeouts)
-    except ValueError as exc:
-        raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
+    if hang.rank_section_timeouts:  # the default needs no parser (and no import at start-up)
+        from slurm_ft.launch.hang import parse_section_timeouts
+
+        try:
+            parse_section_timeouts(hang.rank_section_timeouts)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
     try:
         parse_signals([hang.rank_termination_signal])
     except ValueError as exc:
