@@ -178,7 +178,7 @@ def test_job_that_checkpoints_between_crashes_is_requeued_until_it_finishes(slur
     assert fields["JobState"] == "COMPLETED", out
     assert fields["Restarts"] == "1", out
     assert _iteration(work) == 12
-    assert sorted(cycle_logs(work)) == [0, 1, 2]
+    assert sorted(cycle_logs(work)) == [0, 1, 2], out
     assert outcome(work, job.job_id)["exit_code"] == 0
     status = progress_check(work, job.job_id, env)
     assert status.returncode == 0, status.stdout + status.stderr
