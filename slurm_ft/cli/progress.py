@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import config, progress
-from slurm_ft.cli.usage import UsageError, UsageParser
+from slurm_ft.cli.usage import UsageError, UsageParser, run_command
 from slurm_ft.exitcodes import ExitCode
 
 PROG = "slurm-ft-progress"
@@ -413,25 +413,17 @@ def cmd_reset(ctx: _Context, yes: bool, interactive: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        ctx = _Context(args, dict(os.environ), os.getcwd())
-        if args.command == "check":
-            return cmd_check(ctx, args.json)
-        if args.command == "status":
-            return cmd_status(ctx, args.json)
-        return cmd_reset(ctx, args.yes, sys.stdin.isatty())
-    except (UsageError, config.ConfigError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
-    except BrokenPipeError:
-        # The reader of our output went away (`| head`); say nothing more.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return int(ExitCode.SUCCESS)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    ctx = _Context(args, dict(os.environ), os.getcwd())
+    if args.command == "check":
+        return cmd_check(ctx, args.json)
+    if args.command == "status":
+        return cmd_status(ctx, args.json)
+    return cmd_reset(ctx, args.yes, sys.stdin.isatty())
 
 
 if __name__ == "__main__":

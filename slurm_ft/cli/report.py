@@ -22,26 +22,17 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from slurm_ft import config, statedir
+from slurm_ft.cli.usage import UsageError, UsageParser, run_command
 from slurm_ft.exitcodes import ExitCode
 
 PROG = "slurm-ft-report"
 _JOB_KEY = re.compile(r"[0-9]+(_[0-9]+)?|standalone")
 
 
-class UsageError(Exception):
-    """Bad input; main prints it as one line and exits 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = UsageParser(
         prog=PROG,
         description="Where did the allocation go: attempts, cycles, failures, goodput.",
         allow_abbrev=False,
@@ -126,18 +117,7 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return _main(argv, dict(os.environ), os.getcwd())
-    except (UsageError, config.ConfigError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return int(ExitCode.SUCCESS)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, lambda: _main(argv, dict(os.environ), os.getcwd()))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,13 @@ parser raises and each front end prints.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Callable
 from typing import NoReturn
+
+from slurm_ft.config import ConfigError
+from slurm_ft.exitcodes import ExitCode
 
 
 class UsageError(Exception):
@@ -18,3 +24,20 @@ class UsageError(Exception):
 class UsageParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+def run_command(prog: str, body: Callable[[], int]) -> int:
+    """The common ending of a reporting command: bad input is one line and exit 2; a
+    reader that went away (``| head``) is not an error; ^C is 130, not a traceback."""
+    try:
+        return body()
+    except (UsageError, ConfigError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.SUCCESS)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

@@ -234,8 +234,8 @@ def cause_of(f: FailureView) -> str:
 
 
 def _progress_known(ledger: Ledger | None) -> bool:
-    """Without an iteration file the ledger records 0 -> 0 for every cycle: that is no data."""
-    return ledger is not None and ledger.iteration_file is not None
+    """Without a progress source the ledger records 0 -> 0 for every cycle: that is no data."""
+    return ledger is not None and ledger.source is not None
 
 
 def _cycle_view(rec: CycleRecord, entry: CycleEntry | None, known: bool) -> CycleView:
@@ -507,9 +507,9 @@ def analyse(files: StateFiles) -> Report:
     cycles, keys = _cycles(files)
     attempts = _attempts(files, cycles, keys)
     notes = []
-    if files.ledger is None or files.ledger.iteration_file is None:
+    if files.ledger is None or files.ledger.source is None:
         notes.append(
-            "no progress source (checkpoint-iteration file): progress of each cycle and work lost are unknown"
+            "no progress source (--progress-source): progress of each cycle and work lost are unknown"
         )
     for c in cycles:
         if c.end is None:
@@ -528,6 +528,6 @@ def analyse(files: StateFiles) -> Report:
         repeat_nodes=tuple(_repeat_nodes(cycles, attempts)),
         unhealthy=tuple(sorted(files.unhealthy, key=lambda u: (u.time or 0.0, u.node))),
         unreadable=tuple(files.unreadable),
-        progress_source=files.ledger.iteration_file if files.ledger else None,
+        progress_source=files.ledger.source if files.ledger else None,
         notes=tuple(notes),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
-from slurm_ft.progress import CycleEntry, Ledger, StopEntry
+from slurm_ft.progress.ledger import CycleEntry, Ledger, StopEntry
 from slurm_ft.report import analysis, jsonout, load, svg
 from slurm_ft.report.analysis import analyse
 from slurm_ft.report.load import StateFiles, UnhealthyRecord
@@ -100,7 +100,8 @@ LEDGER = Ledger(
         entry(1, 0, 40, 40, 12, 31),
         entry(2, 1, 40, 90, 100, 150),
     ],
-    iteration_file="/ckpt/latest",
+    source="iteration-file:/ckpt/latest",
+    seen_source="iteration-file:/ckpt/latest",
 )
 
 
@@ -129,7 +130,7 @@ def test_an_attempt_without_its_outcome_record_is_inferred_from_its_last_cycle()
 
 def test_without_a_progress_source_progress_is_unknown_not_zero():
     # The tracker records 0 -> 0 for every cycle when no iteration file is configured.
-    blind = Ledger(cycles=[entry(n, 0, 0, 0, 0) for n in range(3)], iteration_file=None)
+    blind = Ledger(cycles=[entry(n, 0, 0, 0, 0) for n in range(3)], source=None)
     r = analyse(two_attempts(blind))
     t = r.totals
     assert t.progress_s == 0 and t.no_progress_s == 0
@@ -143,7 +144,8 @@ def test_without_a_progress_source_progress_is_unknown_not_zero():
 def test_work_lost_counts_checkpointed_iterations_the_next_cycle_did_not_resume_from():
     rolled_back = Ledger(
         cycles=[entry(0, 0, 0, 500, 0, 11), entry(1, 0, 400, 420, 12, 31), entry(2, 1, 420, 600, 100, 150)],
-        iteration_file="/ckpt/latest",
+        source="iteration-file:/ckpt/latest",
+        seen_source="iteration-file:/ckpt/latest",
     )
     assert analyse(two_attempts(rolled_back)).totals.work_lost_iterations == 100
 
@@ -185,7 +187,8 @@ def test_causes_group_by_what_happened_and_nodes_that_failed_twice_are_named():
 def test_a_damaged_cycle_record_is_replaced_by_the_ledger_and_a_no_progress_stop_is_inferred():
     ledger = Ledger(
         cycles=[entry(0, 0, 7, 7, 0, 5), entry(1, 0, 7, 7, 6, 9)],
-        iteration_file="/ckpt/latest",
+        source="iteration-file:/ckpt/latest",
+        seen_source="iteration-file:/ckpt/latest",
         stopped=StopEntry(attempt=0, cycle=2, reason="no progress in the last 2 cycles", time=T0 + 10),
     )
     files = StateFiles(
