@@ -6,7 +6,7 @@ every stretch goes to exactly one bucket:
 
 * **progress** / **no progress** / **progress unknown** — a cycle's workers running, from
   its start to its first failure (or its end); which bucket comes from the ledger's
-  checkpoint readings (unknown without a checkpoint-iteration file);
+  checkpoint readings (unknown without a progress source);
 * **restart overhead** — inside an attempt with no cycle training: from a failure until the
   next cycle started (stopping workers, health checks, rendezvous) and the wind-down after
   an attempt's last cycle;
@@ -156,7 +156,7 @@ class Report:
     repeat_nodes: tuple[NodeFailures, ...]
     unhealthy: tuple[UnhealthyRecord, ...]
     unreadable: tuple[Unreadable, ...]
-    progress_source: str | None  # the checkpoint-iteration file the ledger read
+    progress_source: str | None  # the progress source the ledger read (KIND:PATH)
     notes: tuple[str, ...]
 
 
