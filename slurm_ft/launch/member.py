@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
 
 DECISION_GRACE_S = 30.0
+STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
 
 Judge = Callable[[int], Failure | None]
 
@@ -94,10 +96,12 @@ class Member:
         self.ev.event(f"node unhealthy: {detail}")
         return detail
 
-    def join(self, i: int, unhealthy: str | None) -> None:
+    def join(self, i: int, unhealthy: str | None, stuck: str | None = None) -> None:
+        """``stuck``: a worker of the last cycle could not be killed. With spares node 0
+        then gives this node's rank to a spare (the hook for the bounded worker stop)."""
         job = self.cfg.job
         self.client.join(
-            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy)
+            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck)
         )
 
     def await_decision(self, i: int) -> Decision:
@@ -114,8 +118,9 @@ class Member:
 
     # ------------------------------------------------------------------ watch
 
-    def watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
-        """Until this cycle ends anywhere; the first reason found is the answer."""
+    def watch(self, i: int, workers: CycleWorkers, judge: Judge | None, active: int) -> WatchEnd:
+        """Until this cycle ends anywhere; the first reason found is the answer. ``active``:
+        how many launchers run workers this cycle (all must finish for a success)."""
         done_marked = False
         self.threads.watch_halt(i)
         if self.nics is not None:
@@ -139,7 +144,7 @@ class Member:
                 if not done_marked and workers.all_succeeded():
                     self.client.mark_done(i)
                     done_marked = True
-                end = self._nic_view(i) or self._job_view(i, judge)
+                end = self._nic_view(i) or self._job_view(i, judge, active)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -163,12 +168,40 @@ class Member:
                 return WatchEnd(WatchEndKind.FAILURE, failure=won)
         return None
 
-    def _job_view(self, i: int, judge: Judge | None) -> WatchEnd | None:
+    def stand_by(self, i: int, judge: Judge | None, active: int) -> WatchEnd:
+        """A spare's cycle: no workers, only the job's view, woken by the halt waiter (a
+        peer) or every ``monitor_interval`` (node 0, which judges the heart-beats)."""
+        self.threads.watch_halt(i)
+        tick = self.cfg.settings.launch.monitor_interval if judge is not None else STANDBY_TICK_S
+        poller = select.poll()
+        for fd in (self.sig.fd, self._wake_fd):
+            poller.register(fd, select.POLLIN)
+        while True:
+            poller.poll(tick * 1000)
+            self.sig.drain()
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_fd, 64)
+            if self.sig.received is not None:
+                return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+            try:
+                end = self._job_view(i, judge, active)
+            except StoreLost as exc:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
+            if end is not None:
+                return end
+            why = self.threads.store_lost()
+            if why:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
+            died = self.threads.died()
+            if died:
+                return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _job_view(self, i: int, judge: Judge | None, active: int) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
         poll = self.client.poll(i)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
-        if poll.done >= self.cfg.num_nodes:
+        if poll.done >= active:
             self.client.halt(i)  # wakes the others at once
             return WatchEnd(WatchEndKind.SUCCESS)
         if judge is not None:

@@ -116,6 +116,11 @@ class CycleRecord:
     outcome: CycleOutcome = CycleOutcome.RUNNING
     end_time: float | None = None
     first_failure: JsonDict | None = None
+    # With spare nodes: who holds each node rank (index = node rank), who stands by, and
+    # "node rank R: OLD -> NEW (why)" for each replacement made before this cycle.
+    active_nodes: list[str] = field(default_factory=list)
+    spare_nodes: list[str] = field(default_factory=list)
+    replacements: list[str] = field(default_factory=list)
     version: int = RECORD_VERSION
 
     def to_json(self) -> JsonDict:
@@ -149,6 +154,8 @@ class OutcomeRecord:
     run_uuid: str
     unhealthy_nodes: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    lost_nodes: list[str] = field(default_factory=list)  # lost or never joined (spares)
+    suspect_nodes: list[str] = field(default_factory=list)  # hosted repeated first failures (spares)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 
