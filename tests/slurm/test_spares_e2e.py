@@ -1,0 +1,153 @@
+"""Spare nodes on the local Slurm: a lost or bad node's rank moves to a spare without a
+requeue, and when no spare is left the template resubmits without every bad node.
+
+One real gloo training (it checkpoints and resumes); the other jobs run a torch-free
+worker that waits for a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.conftest import Job
+from tests.slurm.test_templates_e2e import batch_output, cycle_logs, exit_code, knobs, prepare, state_dir
+from tests.support.procs import all_pids, is_alive
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.slurm]
+
+# Lean worker: runs until the test says go (or a later job finds the file at once).
+WAITER = """import os, time
+go = os.path.join(os.path.dirname(os.path.abspath(__file__)), "go")
+env = os.environ
+print(f"rank {env['RANK']} of {env['WORLD_SIZE']} on {env['SLURMD_NODENAME']}", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.1)
+"""
+
+
+def launcher_pid(user_uid: int, node: str) -> int | None:
+    """The slurm-ft-launch process that slurmd of ``node`` started."""
+    for pid in all_pids():
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != user_uid:
+                continue
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(part.endswith(b"slurm-ft-launch") for part in cmd[:2]) and (
+            f"SLURMD_NODENAME={node}".encode() in env
+        ):
+            return pid
+    return None
+
+
+def kill_launcher(cluster, node: str) -> None:
+    pid = wait_until(lambda: launcher_pid(cluster.uid, node), 60, message=f"the launcher on {node}")
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not is_alive(pid), 10, message=f"launcher {pid} gone")
+
+
+def cycle_record(work: Path, job_id: str, cycle: int) -> dict:
+    return json.loads((state_dir(work, job_id) / "cycles" / f"cycle{cycle}.json").read_text())
+
+
+def outcome_of(work: Path, job_id: str) -> dict:
+    return json.loads((state_dir(work, job_id) / "outcome.json").read_text())
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(300)
+def test_sigkill_of_an_active_launcher_moves_its_rank_to_the_spare_and_training_resumes(slurm_cluster):
+    work = prepare(slurm_cluster, "spare-lost")
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_ARGS="--steps 40 --ckpt-every 4 --step-time 0.1",
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    ckpt = work / "ckpt" / "latest_checkpointed_iteration.txt"
+    wait_until(
+        lambda: ckpt.exists() and int(ckpt.read_text() or 0) >= 8, 150, interval=0.3, message="a checkpoint"
+    )
+    kill_launcher(slurm_cluster, "node2")
+    fields = slurm_cluster.wait_final(job, timeout=200)
+    out = batch_output(work)
+    assert fields["JobState"] == "COMPLETED", out
+    assert fields["Restarts"] == "0"
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (0, ["node2"]), result
+    first = cycle_record(work, job.job_id, 0)
+    assert (first["active_nodes"], first["spare_nodes"]) == (["node1", "node2", "node3"], ["node4"])
+    last = cycle_record(work, job.job_id, result["last_cycle"])
+    assert last["active_nodes"] == ["node1", "node4", "node3"] and last["world_size"] == 3
+    assert last["replacements"][0].startswith("node rank 1: node2 -> node4 (lost")
+    log = cycle_logs(work)[result["last_cycle"]]
+    assert "resumed from iteration" in log
+    for rank in range(3):
+        assert f"{rank}: rank {rank}: finished at step 40" in log, log[-2000:]
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_bad_store_host_and_a_lost_spare_end_with_94_and_the_template_excludes_both(slurm_cluster):
+    """node1 (the store host) is unhealthy: node2 takes node rank 0; then node2's launcher
+    is killed and no spare is left: 94, and the job comes back on node3 and node4."""
+    work = prepare(slurm_cluster, "spare-exhausted")
+    slurm_cluster.write(work / "waiter.py", WAITER)
+    mounts = work / "mounts"
+    mounts.mkdir()
+    for node in ("node2", "node3", "node4"):
+        (mounts / node).mkdir()
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "waiter.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        HEALTH_PATHS=f"{mounts}/%n",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    env["SLURM_FT_STATE_DIR"] = str(work / "state")
+    job = slurm_cluster.sbatch(
+        work / "train_requeue.sbatch", "--nodes=2", "--nodelist=node[1-2]", "--no-kill", env=env
+    )
+    logs = work / "logs"
+    wait_until(
+        lambda: "rank 0 of 1 on node2" in "".join(cycle_logs(work).values()), 60, message="node2 training"
+    )
+    kill_launcher(slurm_cluster, "node2")
+    first = slurm_cluster.wait_final(job, timeout=120)
+    out = batch_output(work)
+    assert exit_code(first) == 94, out
+    assert "resubmitting without bad node(s) node1,node2" in out, out
+
+    def successor() -> str | None:
+        ids = subprocess.run(
+            ["squeue", "-h", "-u", slurm_cluster.user, "-o", "%i"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        later = [j for j in ids if j != job.job_id]
+        return later[0] if later else None
+
+    next_id = wait_until(successor, 30, message="the resubmitted job")
+    (work / "go").touch()
+    os.chown(work / "go", slurm_cluster.uid, -1)
+    second = slurm_cluster.wait_final(Job(next_id, work), timeout=120)
+    assert second["JobState"] == "COMPLETED", batch_output(work)
+    assert second["ExcNodeList"] == "node[1-2]"
+    assert json.loads((work / "state" / "outcome.json").read_text())["exit_code"] == 0
+    assert logs.exists()
+    slurm_cluster.assert_no_user_processes()
