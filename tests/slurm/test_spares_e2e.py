@@ -151,3 +151,60 @@ def test_bad_store_host_and_a_lost_spare_end_with_94_and_the_template_excludes_b
     assert json.loads((work / "state" / "outcome.json").read_text())["exit_code"] == 0
     assert logs.exists()
     slurm_cluster.assert_no_user_processes()
+
+
+LOCAL_DIR = Path(os.environ.get("SLURM_FT_LOCAL_DIR", "/var/tmp/slurm-ft-local"))
+
+
+def slurmd_pid(node: str) -> int:
+    return int((LOCAL_DIR / f"slurmd-{node}.pid").read_text().split()[0])
+
+
+@pytest.mark.timeout(300)
+def test_a_node_that_dies_is_marked_down_and_the_job_goes_on_on_the_spare(slurm_cluster):
+    """A dead node: its slurmd stops (Slurm marks it DOWN) and its launcher dies. With
+    --no-kill (job and step) the job survives and node rank 2 moves to the spare."""
+    work = prepare(slurm_cluster, "spare-down")
+    slurm_cluster.write(work / "waiter.py", WAITER)
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "waiter.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    wait_until(lambda: "rank 2 of 3 on node3" in cycle_logs(work).get(0, ""), 60, message="node3 training")
+    os.kill(slurmd_pid("node3"), signal.SIGKILL)
+    try:
+        kill_launcher(slurm_cluster, "node3")
+        wait_until(
+            lambda: "rank 2 of 3 on node4" in cycle_logs(work).get(1, ""), 60, message="node4 took rank 2"
+        )
+        wait_until(
+            lambda: "DOWN" in slurm_cluster.node_fields("node3").get("State", ""),
+            90,
+            interval=1.0,
+            message="Slurm marking node3 DOWN",
+        )
+        assert slurm_cluster.job_state(job.job_id) == "RUNNING"
+        (work / "go").touch()
+        fields = slurm_cluster.wait_final(job, timeout=120)
+    finally:
+        subprocess.run(["/usr/sbin/slurmd", "-N", "node3"], check=False)
+        wait_until(
+            lambda: "NOT_RESPONDING" not in slurm_cluster.node_fields("node3").get("State", "*"),
+            60,
+            interval=1.0,
+            message="node3's slurmd back",
+        )
+        subprocess.run(["scontrol", "update", "nodename=node3", "state=resume"], check=False)
+        slurm_cluster.wait_nodes_idle(60)
+    out = batch_output(work)
+    assert fields["JobState"] == "COMPLETED", out
+    assert fields["Restarts"] == "0"
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (0, ["node3"]), result
+    assert cycle_record(work, job.job_id, 1)["active_nodes"] == ["node1", "node2", "node4"]
+    slurm_cluster.assert_no_user_processes()
