@@ -179,9 +179,9 @@ class Coordinator:
         (every bad node named when a node rank could not be filled)."""
         book = self.spares
         assert book is not None
+        explained = book.note_roster(roster.joins, roster.lost_ranks)
         if i > 0:
-            book.note_failure(previous)
-        book.note_roster(roster.joins, roster.lost_ranks)
+            book.note_failure(previous, explained=explained)
         placement = book.plan(i)
         names = self.nodes or roster.names
         Why = spares.Why
@@ -208,6 +208,8 @@ class Coordinator:
                 verdict = policy.no_progress(reason)
         for move in moves:
             self.ev.event(f"cycle {cycle}: replacing {move}")
+        if roster.unhealthy:
+            self.books.peers_unhealthy(list(roster.unhealthy), now)
         if verdict.run:
             standby = ", ".join(names[k] for k in book.spares) or "none"
             self.ev.event(
@@ -224,7 +226,6 @@ class Coordinator:
                 master_addr=self.cfg.job.hosts[book.active[0]],
                 replacements=moves,
             )
-        self.books.peers_unhealthy(list(roster.unhealthy), now)
         return Decision(
             Action.STOP,
             cycle,

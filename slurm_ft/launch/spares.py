@@ -61,13 +61,18 @@ class SpareBook:
         """The spares that could still take a node rank."""
         return tuple(k for k in range(self.launchers) if k not in self.active and k not in self.retired)
 
-    def _retire(self, launcher: int, why: Why, detail: str) -> None:
-        self.retired.setdefault(launcher, Retired(why, detail))
+    def _retire(self, launcher: int, why: Why, detail: str) -> bool:
+        """True when ``launcher`` was not retired before."""
+        if launcher in self.retired:
+            return False
+        self.retired[launcher] = Retired(why, detail)
+        return True
 
-    def note_failure(self, failure: Failure | None) -> None:
+    def note_failure(self, failure: Failure | None, *, explained: bool) -> None:
         """After a failed cycle: a node that hosted the first failure ``suspect_after``
-        cycles in a row is suspect (a lost launcher is retired as lost instead)."""
-        if failure is None or failure.node_rank not in self.active:
+        cycles in a row is suspect. A failure ``explained`` by a node found lost or bad at
+        this join (a survivor's worker that lost its peer fails first) counts for no one."""
+        if explained or failure is None or failure.node_rank not in self.active:
             self._streak = None
             return
         k = failure.node_rank
@@ -77,17 +82,25 @@ class SpareBook:
             self._retire(k, Why.SUSPECT, f"hosted the first failure of {count} cycles in a row")
             self._streak = None
 
-    def note_roster(self, joins: Sequence[JoinInfo | None], lost: Sequence[int]) -> None:
-        """What node 0 found at this cycle's join."""
+    def note_roster(self, joins: Sequence[JoinInfo | None], lost: Sequence[int]) -> bool:
+        """What node 0 found at this cycle's join; True when an active node was newly
+        found bad."""
+        new: list[int] = []
         for k in lost:
-            self._retire(k, Why.LOST, "launcher silent (heart-beat lost)")
+            if self._retire(k, Why.LOST, "launcher silent (heart-beat lost)"):
+                new.append(k)
         for k, info in enumerate(joins):
             if info is None:
-                self._retire(k, Why.MISSING, "did not join within the join timeout")
+                found = self._retire(k, Why.MISSING, "did not join within the join timeout")
             elif info.unhealthy:
-                self._retire(k, Why.UNHEALTHY, info.unhealthy)
+                found = self._retire(k, Why.UNHEALTHY, info.unhealthy)
             elif info.stuck:
-                self._retire(k, Why.STUCK, info.stuck)
+                found = self._retire(k, Why.STUCK, info.stuck)
+            else:
+                found = False
+            if found:
+                new.append(k)
+        return any(k in self.active for k in new)
 
     def plan(self, restart: int) -> Placement:
         """Place this cycle's node ranks; keep the placement when every rank is filled."""

@@ -86,3 +86,48 @@ def test_with_every_rank_filled_bad_nodes_and_a_lost_launcher_do_not_stop_the_at
     )
     v = decide(**{**common, "previous_failure": None}, lost=[], suspect=["node1"], placement=short)
     assert (v.exit_code, v.reason) == (1, "no healthy spare left for node rank(s) 1; suspect: node1")
+
+
+def _failure_on(launcher: int):
+    from slurm_ft.launch.records import Failure, FailureKind
+
+    return Failure(FailureKind.WORKER, f"node{launcher}", launcher, 0.0, rank=launcher, exit_code=3)
+
+
+def _join(k: int, unhealthy: str | None = None, stuck: str | None = None):
+    from slurm_ft.launch.protocol import JoinInfo
+
+    return JoinInfo(k, f"node{k}", "h", 1, unhealthy, stuck)
+
+
+def test_spare_book_retires_suspect_stuck_and_unhealthy_nodes_and_charges_extra_replacements():
+    from slurm_ft.launch.spares import SpareBook, Why
+
+    book = SpareBook.for_job(5, 2, 1, 2)
+    assert (book.active, book.spares) == ((0, 1, 2), (3, 4))
+    everyone = [_join(k) for k in range(5)]
+    # the first failure on node 1 twice in a row: suspect
+    book.note_failure(_failure_on(1), explained=False)
+    assert not book.retired
+    book.note_failure(_failure_on(1), explained=False)
+    assert book.retired[1].why is Why.SUSPECT
+    assert book.plan(2).active == (0, 3, 2) and book.charged == 0  # the failed cycle's restart
+    # a failure explained by a node lost at the same join counts for no one
+    book.note_failure(_failure_on(2), explained=False)
+    book.note_failure(_failure_on(2), explained=True)
+    book.note_failure(_failure_on(2), explained=False)
+    assert 2 not in book.retired
+    # a worker that could not be killed (the bounded stop's report) and an unhealthy spare
+    joins = [*everyone[:2], _join(2, stuck="rank 2 survived SIGKILL"), everyone[3], _join(4, "gpu: gone")]
+    assert book.note_roster(joins, lost=()) is True
+    assert (book.retired[2].why, book.retired[4].why) == (Why.STUCK, Why.UNHEALTHY)
+    placement = book.plan(3)
+    assert placement.unfilled == (2,) and book.active == (0, 3, 2)  # no healthy spare left
+
+
+def test_replacements_at_the_first_join_each_cost_a_restart():
+    from slurm_ft.launch.spares import SpareBook
+
+    book = SpareBook.for_job(4, 2, 1, 2)
+    book.note_roster([_join(0, "storage: x"), _join(1, "storage: y"), _join(2), _join(3)], lost=())
+    assert book.plan(0).active == (2, 3) and book.charged == 2
