@@ -208,3 +208,75 @@ def test_a_node_that_dies_is_marked_down_and_the_job_goes_on_on_the_spare(slurm_
     assert (result["exit_code"], result["lost_nodes"]) == (0, ["node3"]), result
     assert cycle_record(work, job.job_id, 1)["active_nodes"] == ["node1", "node2", "node4"]
     slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(240)
+def test_an_unhealthy_node_is_replaced_and_a_spare_that_dies_leaves_training_alone(slurm_cluster):
+    """node2 fails a %n path check: node3 takes node rank 1 at the first join; then the
+    other spare's launcher (node4) is killed: recorded, and the training never restarts."""
+    work = prepare(slurm_cluster, "spare-unhealthy")
+    slurm_cluster.write(work / "waiter.py", WAITER)
+    mounts = work / "mounts"
+    mounts.mkdir()
+    for node in ("node1", "node3", "node4"):
+        (mounts / node).mkdir()
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "waiter.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="2",
+        HEALTH_PATHS=f"{mounts}/%n",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    wait_until(lambda: "rank 1 of 2 on node3" in cycle_logs(work).get(0, ""), 60, message="node3 training")
+    kill_launcher(slurm_cluster, "node4")
+    launcher_log = work / "logs" / f"launcher-{job.job_id}.log"
+    wait_until(lambda: "spare node4 lost" in launcher_log.read_text(), 30, message="the spare's loss logged")
+    (work / "go").touch()
+    fields = slurm_cluster.wait_final(job, timeout=60)
+    assert fields["JobState"] == "COMPLETED", batch_output(work)
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["cycles"], result["lost_nodes"]) == (0, 1, ["node4"]), result
+    record = cycle_record(work, job.job_id, 0)
+    assert (record["active_nodes"], record["spare_nodes"]) == (["node1", "node3"], ["node4"])
+    assert record["replacements"][0].startswith("node rank 1: node2 -> node3 (unhealthy: storage")
+    assert (state_dir(work, job.job_id) / "unhealthy" / "node2.json").exists()
+    slurm_cluster.assert_no_user_processes()
+
+
+SUSPECT = """import os, sys, time
+env = os.environ
+print(f"rank {env['RANK']} of {env['WORLD_SIZE']} on {env['SLURMD_NODENAME']}", flush=True)
+if env["SLURMD_NODENAME"] == "node2":
+    time.sleep(0.5)
+    sys.exit(3)
+if env["TORCHELASTIC_RESTART_COUNT"] != "2":
+    time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_node_whose_rank_fails_first_twice_in_a_row_is_suspect_and_replaced(slurm_cluster):
+    work = prepare(slurm_cluster, "spare-suspect")
+    slurm_cluster.write(work / "suspect.py", SUSPECT)
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "suspect.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        MAX_NO_PROGRESS_CYCLES="9",  # the worker keeps no checkpoint
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=3", "--no-kill", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=120)
+    assert fields["JobState"] == "COMPLETED", batch_output(work)
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["cycles"], result["suspect_nodes"]) == (0, 3, ["node2"]), result
+    record = cycle_record(work, job.job_id, 2)
+    assert record["active_nodes"] == ["node1", "node3"]
+    assert record["replacements"] == [
+        "node rank 1: node2 -> node3 (suspect: hosted the first failure of 2 cycles in a row)"
+    ]
+    assert "rank 1 of 2 on node3" in cycle_logs(work)[2]
+    slurm_cluster.assert_no_user_processes()
