@@ -315,13 +315,16 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
     else:
         w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
-    w(
-        f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
-        f"ranks {topo.ranks.start}-{topo.ranks.stop - 1} on this node\n"
+    spare = job.node_rank >= topo.num_nodes
+    where = (
+        "none on this node until it replaces one"
+        if spare
+        else f"ranks {topo.ranks.start}-{topo.ranks.stop - 1}"
     )
+    w(f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, {where} on this node\n")
     launch = cfg.settings.launch
     if launch.spare_nodes:
-        role = "a spare" if job.node_rank >= topo.num_nodes else f"node rank {job.node_rank}"
+        role = "a spare" if spare else f"node rank {job.node_rank}"
         w(
             f"spares: {launch.spare_nodes} of {job.num_nodes} node(s) stand by (segment {launch.segment}, "
             f"suspect after {launch.suspect_after}); this node starts as {role}\n"
@@ -354,7 +357,7 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         cycle_info=str(cfg.state.cycle_record(0)),
     )
     argv = cfg.entry.argv(cfg.python)
-    for local in range(topo.nproc_per_node):
+    for local in range(0 if spare else topo.nproc_per_node):
         rank = topo.global_rank(local)
         env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
