@@ -316,12 +316,11 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
     else:
         w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
     spare = job.node_rank >= topo.num_nodes
+    first, last = topo.ranks.start, topo.ranks.stop - 1
     where = (
-        "none on this node until it replaces one"
-        if spare
-        else f"ranks {topo.ranks.start}-{topo.ranks.stop - 1}"
+        "no ranks here until it replaces an active node" if spare else f"ranks {first}-{last} on this node"
     )
-    w(f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, {where} on this node\n")
+    w(f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, {where}\n")
     launch = cfg.settings.launch
     if launch.spare_nodes:
         role = "a spare" if spare else f"node rank {job.node_rank}"

@@ -90,5 +90,5 @@ def test_dry_run_of_a_spare_says_so_and_the_world_size_excludes_the_spares(capsy
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "spares: 1 of 3 node(s) stand by (segment 1, suspect after 2); this node starts as a spare" in out
-    assert "world size 4, none on this node until it replaces one on this node" in out
+    assert "world size 4, no ranks here until it replaces an active node" in out
     assert "worker local_rank" not in out
