@@ -42,7 +42,8 @@ class CycleOutcome(str, Enum):
 
 class FailureKind(str, Enum):
     """What failed first. Launcher failures (lost, signalled, broken) cannot be retried: a
-    fixed-size job cannot run without that launcher."""
+    fixed-size job cannot run without that launcher (with spare nodes, a lost launcher's
+    node rank moves to a spare instead: ``policy.replaceable``)."""
 
     WORKER = "worker"  # a worker exited non-zero or by a signal
     LOST_NODE = "lost-node"  # a peer launcher stopped heart-beating
