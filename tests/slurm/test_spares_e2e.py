@@ -280,3 +280,30 @@ def test_a_node_whose_rank_fails_first_twice_in_a_row_is_suspect_and_replaced(sl
     ]
     assert "rank 1 of 2 on node3" in cycle_logs(work)[2]
     slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(240)
+def test_two_losses_with_one_spare_end_with_1_and_the_template_excludes_both(slurm_cluster):
+    """node2's launcher dies: node3 takes node rank 1; then node3's dies too: no spare
+    left, exit 1 with both lost nodes, and the template's resubmission excludes them (here
+    too few nodes remain, which it says instead of leaving a job that would pend forever)."""
+    work = prepare(slurm_cluster, "spare-two-losses")
+    slurm_cluster.write(work / "waiter.py", WAITER)
+    env = knobs(
+        slurm_cluster, work, TRAIN_SCRIPT=str(work / "waiter.py"), NPROC_PER_NODE="1", SPARE_NODES="1"
+    )
+    job = slurm_cluster.sbatch(
+        work / "train_requeue.sbatch", "--nodes=3", "--nodelist=node[1-3]", "--no-kill", env=env
+    )
+    wait_until(lambda: "rank 1 of 2 on node2" in cycle_logs(work).get(0, ""), 60, message="node2 training")
+    kill_launcher(slurm_cluster, "node2")
+    wait_until(lambda: "rank 1 of 2 on node3" in cycle_logs(work).get(1, ""), 60, message="node3 took rank 1")
+    kill_launcher(slurm_cluster, "node3")
+    fields = slurm_cluster.wait_final(job, timeout=120)
+    out = batch_output(work)
+    assert exit_code(fields) == 1, out
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (1, ["node2", "node3"]), result
+    assert result["reason"] == "no healthy spare left for node rank(s) 1; lost launcher on node2, node3"
+    assert "only 2 healthy nodes left in partition debug after excluding node2,node3; this job needs 3" in out
+    slurm_cluster.assert_no_user_processes()
