@@ -30,7 +30,8 @@ FIGURES: dict[str, tuple[int, str]] = {
     "health": (4, "benchmarks.healthcheck_time"),
     "rendezvous": (5, "benchmarks.rendezvous_scale"),
     "cpu": (6, "benchmarks.launcher_cpu"),
-    "spares": (7, "benchmarks.replacement_latency"),
+    "hang": (7, "benchmarks.hang_detection"),
+    "spares": (8, "benchmarks.replacement_latency"),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

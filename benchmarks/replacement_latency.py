@@ -1,4 +1,4 @@
-"""Figure 7: replacement latency with a spare node. 3 active + 1 spare simulated nodes,
+"""Figure 8: replacement latency with a spare node. 3 active + 1 spare simulated nodes,
 one worker each; the launcher of an active node is killed with SIGKILL.
 
 Latency is the time from the SIGKILL (``time.time()`` just before the kill) to the start
@@ -23,7 +23,7 @@ from benchmarks.harness import WORKERS, Context, repeat
 from benchmarks.stats import Row, Target, summarize
 from benchmarks.workers import stamps
 
-FIGURE = 7
+FIGURE = 8
 SCRIPT = WORKERS / "restart_worker.py"
 NODES, SPARES = 4, 1
 VICTIM_NODE = 1  # an active node that is not the store host

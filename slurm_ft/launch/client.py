@@ -125,6 +125,8 @@ class Client:
         keys = self.keys
         init = [keys.heartbeat(n) for n in range(num_nodes)] + keys.cycle_counters(0) + [keys.acks]
         self._op(lambda: self._store.multi_set(init, ["0"] * len(init)))
+        quiet = [keys.activity(n) for n in range(num_nodes)]
+        self._op(lambda: self._store.multi_set(quiet, ["-"] * len(quiet)))
         self._op(lambda: self._store.set(keys.failure(0), ""))
         self._op(lambda: self._store.set(keys.base, encode(base)))
 
@@ -160,6 +162,11 @@ class Client:
     def beats(self, nodes: Sequence[int]) -> list[int]:
         keys = [self.keys.heartbeat(n) for n in nodes]
         return [int(v) for v in self._op(lambda: self._store.multi_get(keys))]
+
+    def silences(self, nodes: Sequence[int]) -> list[str]:
+        """The peers' silence reports (see :meth:`report_silence`), in one round trip."""
+        keys = [self.keys.activity(n) for n in nodes]
+        return [v.decode() for v in self._op(lambda: self._store.multi_get(keys))]
 
     # ----------------------------------------------------------------- everyone
 
@@ -215,6 +222,9 @@ class Client:
 
     def beat(self, node: int) -> None:
         self._op(lambda: self._store.add(self.keys.heartbeat(node), 1))
+
+    def report_silence(self, node: int, report: str) -> None:
+        self._op(lambda: self._store.set(self.keys.activity(node), report))
 
 
 __all__ = ["Client", "Interrupted", "StoreLost"]

@@ -9,6 +9,8 @@ a whole set of them without ever blocking on a missing key:
 
 * ``base``                  node 0 -> all: first global cycle number, run uuid
 * ``hb/<node>``             peer heart-beat counter (node 0 watches it change)
+* ``act/<node>``            "<cycle index>:<seconds>" once a node's workers have been quiet
+                            for the silence timeout, "<cycle index>:0" when they speak again
 * ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail)
 * ``c<i>/joined``           how many launchers joined cycle i
 * ``c<i>/unhealthy``        how many of them are unhealthy
@@ -54,6 +56,9 @@ class Keys:
 
     def heartbeat(self, node: int) -> str:
         return self._k("hb", node)
+
+    def activity(self, node: int) -> str:
+        return self._k("act", node)
 
     def join(self, i: int, node: int) -> str:
         return self._k(f"c{i}", "join", node)

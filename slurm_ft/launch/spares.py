@@ -10,6 +10,7 @@ this module only gathers its inputs and keeps its result.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -130,9 +131,9 @@ def cycle_topology(base: Topology, decision: Decision, launcher: int) -> Topolog
     slot = decision.slot_of(launcher)
     if slot is None:
         return None
-    return Topology(
-        slot,
-        len(decision.active) or base.num_nodes,
-        base.nproc_per_node,
-        decision.master_addr or base.master_addr,
+    return dataclasses.replace(
+        base,
+        node_rank=slot,
+        num_nodes=len(decision.active) or base.num_nodes,
+        master_addr=decision.master_addr or base.master_addr,
     )
