@@ -7,7 +7,8 @@ call a silent launcher lost after it): what is left is the launchers' own share 
 (one heart-beat poll), stopping the survivors' workers, the health checks and join of the
 next cycle, the placement, and starting the workers (their interpreter start-up included,
 see figure 2's second row). The killed node's rank runs on the spare in the next cycle
-with the same world size.
+with the same world size. Silence is counted from the victim's last beat, which precedes
+the kill by up to one heart-beat interval, so a sample can come out slightly negative.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def run(ctx: Context) -> list[Row]:
             summarize(samples),
             None,
             [Target("max", 0.5)],
-            note=f"heart-beat every {HEARTBEAT_INTERVAL_S} s, timeout {HEARTBEAT_TIMEOUT_S} s",
+            note=f"heart-beat every {HEARTBEAT_INTERVAL_S} s (the last beat precedes the kill by up to "
+            f"that), timeout {HEARTBEAT_TIMEOUT_S} s",
         )
     ]
