@@ -135,3 +135,12 @@ def test_two_losses_with_one_spare_end_the_attempt_with_1(tmp_path):
     out = c.outcome()
     assert (out["exit_code"], out["lost_nodes"]) == (1, ["node1", "node2"])
     assert out["reason"] == "no healthy spare left for node rank(s) 1; lost launcher on node1, node2"
+
+
+def test_a_silent_job_is_a_hang_even_with_a_spare_that_runs_no_workers(tmp_path):
+    """Silence is judged over the active launchers: a spare (no workers, no reports) must
+    not keep the job looking alive."""
+    c = Cycle(tmp_path, 3, "exec sleep 30", **SPARE1, **{"hang.timeout": 1.0, "launch.max_restarts": 0})
+    assert c.start().finish() == [1, 1, 1]
+    out = c.outcome()
+    assert out["first_failure"]["kind"] == "hang", out
