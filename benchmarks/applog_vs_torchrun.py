@@ -15,11 +15,16 @@ can, from ``workers/log_writer.py``):
   only, and skips ``--redirects``. Launcher CPU per GB counts the launcher
   process only, over the same interval. Every line is counted at the
   end: nothing may be lost for a figure to count.
+- The goal of issue 19, in process: 2 workers x 200 MB of 100 B lines through AppLog into
+  one cycle file, interleaved run by run with its physical reference, the same workers
+  writing the file directly. Goal: >= 1500 MB/s, and at least half the direct speed (the
+  workers, which block on a full pipe, slowed by at most 2x).
 """
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +38,9 @@ FIGURE = 3
 SCRIPT = WORKERS / "log_writer.py"
 WORKERS_PER_NODE = 4
 TARGET_MB_S = 300.0
+GOAL_WORKERS = 2
+GOAL_MB_S = 1500.0
+GOAL_OF_DIRECT = 0.5
 LINE_SIZES = (100, 10_000)
 POLL_S = 0.01
 # A launcher writing its console copy through stdio flushes its last buffer only at exit;
@@ -212,6 +220,39 @@ def _in_process_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def _goal_row(ctx: Context) -> Row:
+    """AppLog against workers writing the file directly, interleaved (see the docstring)."""
+    from benchmarks import applog_throughput
+
+    per_worker = (50 if ctx.quick else 200) * 1000 * 1000
+    cpu: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="applog-goal-", dir=ctx.workdir) as tmp:
+        directory = Path(tmp)
+
+        def applog() -> float:
+            figure = applog_throughput.run_applog(100, GOAL_WORKERS, per_worker, directory)
+            cpu.append(figure["launcher_cpu_s_per_gb"])
+            return float(figure["mb_per_s"])
+
+        def direct() -> float:
+            return float(applog_throughput.run_direct(100, GOAL_WORKERS, per_worker, directory)["mb_per_s"])
+
+        contest = interleave({"ours": applog, "reference": direct}, runs=ctx.runs(5, 2), warmup=1)
+    cpu_note = f"; launcher {summarize(cpu[1:] or cpu).median:.2f} CPU-s/GB" if cpu else ""
+    return Row(
+        FIGURE,
+        f"log pipeline, {GOAL_WORKERS} workers x {per_worker // 10**6} MB of 100 B lines -> one cycle file",
+        "MB/s",
+        contest.summary("ours"),
+        None,
+        [Target("min", GOAL_MB_S), Target("ref_ratio_min", GOAL_OF_DIRECT)],
+        note=f"AppLog in process, payload MB/s{cpu_note}",
+        error=contest.error("ours", "reference"),
+        reference=contest.summary("reference"),
+        reference_label="workers write the file directly",
+    )
+
+
 def _contest(ctx: Context, line_len: int, size: int, runs: int) -> tuple[Contest, dict[str, list[float]]]:
     """Interleaved runs of the three launchers; MB/s in the contest, CPU-s/GB beside it."""
     cpu: dict[str, list[float]] = {}
@@ -238,6 +279,10 @@ def _contest(ctx: Context, line_len: int, size: int, runs: int) -> tuple[Contest
 
 def run(ctx: Context) -> list[Row]:
     rows: list[Row] = []
+    try:
+        rows.append(_goal_row(ctx))
+    except Exception as exc:  # a broken goal figure is a row, not a crash
+        rows.append(error_row(FIGURE, "log pipeline goal (in process)", f"{type(exc).__name__}: {exc}"))
     runs = ctx.runs(3, 1)
     for line_len in LINE_SIZES[:1] if ctx.quick else LINE_SIZES:
         size = payload(ctx.quick, line_len)

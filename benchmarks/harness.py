@@ -61,6 +61,19 @@ def context(quick: bool) -> Iterator[Context]:
             proc.reap_marked(ctx.marker)
 
 
+PYTHON_PASS = "python -c pass"
+
+
+def python_pass(ctx: Context) -> float:
+    """Wall time of ``python -c pass`` (this interpreter, the benchmark environment): the
+    physical reference of every start-up figure, since nothing written in Python can
+    start faster."""
+    finished = proc.run([ctx.python, "-c", "pass"], ctx.env(), timeout=30)
+    if finished.returncode != 0:
+        raise proc.BenchError(f"python -c pass exited {finished.returncode}")
+    return finished.wall_s
+
+
 def repeat(fn: Callable[[], float], runs: int, warmup: int = 1) -> list[float]:
     """Call ``fn`` ``warmup`` times (discarded: page cache, .pyc files), then ``runs`` times."""
     for _ in range(warmup):

@@ -10,7 +10,8 @@ defaults (workers write to the inherited stdout, the agent never touches it).
 
 Both launchers run at the same time, each with its own 2 workers: a launcher's CPU is
 its own polling and bookkeeping, which the other job does not change, and measuring
-side by side halves the wall time of the figure.
+side by side halves the wall time of the figure. The physical reference is zero (a
+launcher whose workers neither fail nor print needs no CPU); goal (issue 19): 0.05 %.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from benchmarks.stats import Row, Target, summarize
 FIGURE = 6
 SCRIPT = WORKERS / "train_worker.py"
 NPROC = 2
+GOAL_PERCENT = 0.05
 
 
 def measure(
@@ -106,8 +108,9 @@ def run(ctx: Context, seconds: float | None = None) -> list[Row]:
             "%",
             summarize(results["ours"]) if "ours" in results else None,
             summarize(results["torchrun"]) if "torchrun" in results else None,
-            [Target("max", 1.0, strict=True)],
+            [Target("max", GOAL_PERCENT)],
             note="slurm-ft with its applog on; samples are time slices; both jobs run at once",
             error="; ".join(f"{k}: {v}" for k, v in errors.items()) or None,
+            reference_label="0 (an idle launcher needs no CPU)",
         )
     ]

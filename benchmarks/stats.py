@@ -2,7 +2,9 @@
 
 Absolute times drift on shared machines, so each figure is a median over several runs
 (after a warm-up the caller discards) with its spread, and comparisons are ratios of
-medians measured in the same run.
+medians measured in the same run: against torchrun, and against the physical reference
+of the figure (what the machine itself allows: ``python -c pass`` for a start-up, workers
+writing the file directly for a log), measured interleaved with it.
 """
 
 from __future__ import annotations
@@ -43,38 +45,44 @@ def ratio(ours: Summary | None, theirs: Summary | None) -> float | None:
     return ours.median / theirs.median
 
 
-TargetKind = Literal["max", "min", "ratio_max", "ratio_min"]
+TargetKind = Literal["max", "min", "ratio_max", "ratio_min", "ref_ratio_max", "ref_ratio_min"]
 
 
 @dataclass(frozen=True)
 class Target:
-    """One condition a row must meet: on our median (max/min) or on the ratio."""
+    """One condition a row must meet: on our median (max/min), on the ratio to torchrun
+    (ratio_*) or on the ratio to the row's physical reference (ref_ratio_*)."""
 
     kind: TargetKind
     value: float
     strict: bool = False
 
-    def check(self, ours: Summary | None, rat: float | None) -> bool | None:
+    def check(self, ours: Summary | None, rat: float | None, ref_rat: float | None = None) -> bool | None:
         subject = ours.median if self.kind in ("max", "min") and ours is not None else None
         if self.kind.startswith("ratio"):
             subject = rat
+        if self.kind.startswith("ref_ratio"):
+            subject = ref_rat
         if subject is None:
             return None
-        if self.kind in ("max", "ratio_max"):
+        if self.kind.endswith("max"):
             return subject < self.value if self.strict else subject <= self.value
         return subject > self.value if self.strict else subject >= self.value
 
     def text(self, unit: str) -> str:
-        op = {"max": "<", "min": ">", "ratio_max": "<", "ratio_min": ">"}[self.kind]
+        op = "<" if self.kind.endswith("max") else ">"
         op = op if self.strict else op + "="
         if self.kind.startswith("ratio"):
             return f"{op} {self.value:g}x"
+        if self.kind.startswith("ref_ratio"):
+            return f"{op} {self.value:g}x reference"
         return f"{op} {self.value:g} {unit}".rstrip()
 
 
 @dataclass
 class Row:
-    """One line of the results table."""
+    """One line of the results table. ``reference``: the figure's physical reference
+    (``reference_label`` says what it is), measured in the same run."""
 
     figure: int
     metric: str
@@ -84,17 +92,23 @@ class Row:
     targets: list[Target] = field(default_factory=list)
     note: str = ""
     error: str | None = None
+    reference: Summary | None = None
+    reference_label: str = ""
 
     @property
     def ratio(self) -> float | None:
         return ratio(self.ours, self.torchrun)
 
     @property
+    def ref_ratio(self) -> float | None:
+        return ratio(self.ours, self.reference)
+
+    @property
     def passed(self) -> bool | None:
         """True/False when every target could be judged; False as soon as one misses."""
         if self.error is not None and self.targets:
             return False
-        verdicts = [t.check(self.ours, self.ratio) for t in self.targets]
+        verdicts = [t.check(self.ours, self.ratio, self.ref_ratio) for t in self.targets]
         if not verdicts:
             return None
         if any(v is False for v in verdicts):
@@ -104,7 +118,7 @@ class Row:
         return True
 
     def to_json(self) -> dict[str, Any]:
-        rat = self.ratio
+        rat, ref_rat = self.ratio, self.ref_ratio
         return {
             "figure": self.figure,
             "metric": self.metric,
@@ -112,6 +126,9 @@ class Row:
             "slurm_ft": self.ours.to_json() if self.ours else None,
             "torchrun": self.torchrun.to_json() if self.torchrun else None,
             "ratio": None if rat is None else round(rat, 4),
+            "reference": self.reference.to_json() if self.reference else None,
+            "reference_label": self.reference_label,
+            "ref_ratio": None if ref_rat is None else round(ref_rat, 4),
             "target": ", ".join(t.text(self.unit) for t in self.targets),
             "targets": [asdict(t) for t in self.targets],
             "pass": self.passed,

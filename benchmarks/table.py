@@ -6,7 +6,7 @@ from typing import Any
 
 from benchmarks.machine import one_line
 
-COLUMNS = ("#", "figure", "slurm-ft", "torchrun", "ratio", "target", "result")
+COLUMNS = ("#", "figure", "slurm-ft", "torchrun", "ratio", "physical reference", "target", "result")
 _DECIMALS = {"s": 3, "ms": 1, "MB/s": 0, "%": 2, "CPU-s/GB": 2, "s/cycle": 3, "x": 2}
 
 
@@ -37,6 +37,18 @@ def fmt_result(row: dict[str, Any]) -> str:
     return verdict
 
 
+def fmt_reference(row: dict[str, Any], unit: str) -> str:
+    """'python -c pass: 0.021 s (...); ours 2.90x'; a label alone is a reference not
+    measured (a physical zero)."""
+    label, summary = row.get("reference_label") or "", row.get("reference")
+    if not summary:
+        return label or "—"
+    text = f"{label}: {fmt_summary(summary, unit)}" if label else fmt_summary(summary, unit)
+    if row.get("ref_ratio") is not None:
+        text += f"; ours {row['ref_ratio']:.2f}x"
+    return text
+
+
 def cells(row: dict[str, Any]) -> list[str]:
     unit = row.get("unit", "")
     ratio = row.get("ratio")
@@ -47,6 +59,7 @@ def cells(row: dict[str, Any]) -> list[str]:
         fmt_summary(row.get("slurm_ft"), unit),
         fmt_summary(row.get("torchrun"), unit),
         "—" if ratio is None else f"{ratio:.2f}x",
+        fmt_reference(row, unit),
         row.get("target") or "—",
         fmt_result(row),
     ]
@@ -83,7 +96,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Reproduce: `{doc.get('command', 'python -m benchmarks')}` "
         "(writes `benchmarks/results/latest.json`), then `python -m benchmarks --readme`.",
         "Each figure is the median of several runs after a warm-up, with min–max and run count; "
-        "ratio = slurm-ft / torchrun (medians), measured side by side in the same run.",
+        "ratio = slurm-ft / torchrun (medians), measured side by side in the same run; "
+        "the physical reference (what the machine itself allows) is measured in the same run too, "
+        "interleaved, and the target is the goal of issue 19 where it set one.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",

@@ -98,6 +98,9 @@ class ProgressSettings:
     checkpoint_iteration_file: str | None = None
     max_no_progress_cycles: int = 2
     min_progress_iterations: int = 1
+    source: str | None = None
+    pattern: str | None = None
+    read_timeout: float = 5.0
 
 
 @dataclass
@@ -288,10 +291,33 @@ def validate(settings: Settings) -> None:
         raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
-    if settings.progress.min_progress_iterations < 1:
+    _validate_progress(settings.progress)
+
+
+def _validate_progress(progress: ProgressSettings) -> None:
+    if progress.min_progress_iterations < 1:
         raise ConfigError(
             f"{YAML_ROOT}.progress.min_progress_iterations: must be >= 1, "
-            f"got {settings.progress.min_progress_iterations}"
+            f"got {progress.min_progress_iterations}"
+        )
+    if progress.read_timeout <= 0:
+        raise ConfigError(f"{YAML_ROOT}.progress.read_timeout: must be > 0, got {progress.read_timeout}")
+    if progress.pattern is not None and progress.source is None:
+        raise ConfigError(f"{YAML_ROOT}.progress.pattern: needs progress.source checkpoint-dir:DIR")
+    if progress.source is None:
+        return
+    # Lazily, and only for a source: the progress package imports this module, and a
+    # command that judges no progress (the health check) must not pay for loading it.
+    from slurm_ft.progress.sources import FILE, SourceError, parse_source
+
+    try:
+        spec = parse_source(progress.source, progress.pattern)
+    except SourceError as exc:
+        raise ConfigError(f"{YAML_ROOT}.progress.source: {exc}") from None
+    if spec.kind == FILE and progress.min_progress_iterations != 1:
+        raise ConfigError(
+            f"{YAML_ROOT}.progress.min_progress_iterations: a file: source counts each replacement "
+            f"as one step, so it must be 1, got {progress.min_progress_iterations}"
         )
 
 
@@ -413,13 +439,15 @@ def _validate_hang(hang: HangSettings) -> None:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
     if hang.stack_dump_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
-    from slurm_ft.launch.hang import parse_section_timeouts
     from slurm_ft.launch.signals import parse_signals
 
-    try:
-        parse_section_timeouts(hang.rank_section_timeouts)
-    except ValueError as exc:
-        raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
+    if hang.rank_section_timeouts:  # the default needs no parser (and no import at start-up)
+        from slurm_ft.launch.hang import parse_section_timeouts
+
+        try:
+            parse_section_timeouts(hang.rank_section_timeouts)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
     try:
         parse_signals([hang.rank_termination_signal])
     except ValueError as exc:

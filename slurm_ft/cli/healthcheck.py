@@ -9,7 +9,6 @@ nothing here relies on ``PATH``. This is the only module of the command that rea
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -215,6 +214,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             drain_error = str(exc)
 
     if args.json:
+        import json  # only for --json: keeps start-up short
+
         doc = report.to_json()
         if action is not None:
             doc["slurm_action"] = {"kind": action.kind, "why": action.why, "reason": action.reason}

@@ -179,7 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-iteration-file",
         dest="checkpoint_iteration_file",
         metavar="FILE",
-        help="trainer's latest-checkpointed-iteration file (enables the no-progress guard)",
+        help="same as --progress-source iteration-file:FILE",
+    )
+    a(
+        "--progress-source",
+        dest="progress_source",
+        metavar="KIND:PATH",
+        help="where the no-progress guard reads progress: iteration-file:FILE, checkpoint-dir:DIR or "
+        "file:FILE (none: the guard is off)",
+    )
+    a(
+        "--progress-pattern",
+        dest="progress_pattern",
+        metavar="REGEX",
+        help="checkpoint-dir entry names with one group, the step (replaces the built-in conventions)",
     )
     a("--max-no-progress-cycles", dest="max_no_progress_cycles", metavar="N")
     a("--min-progress-iterations", dest="min_progress_iterations", metavar="N")
@@ -385,6 +398,8 @@ CLI_KEYS: dict[str, str] = {
     "redirects": "applog.redirects",
     "role": "launch.role",
     "checkpoint_iteration_file": "progress.checkpoint_iteration_file",
+    "progress_source": "progress.source",
+    "progress_pattern": "progress.pattern",
     "max_no_progress_cycles": "progress.max_no_progress_cycles",
     "min_progress_iterations": "progress.min_progress_iterations",
     "nics": "health.nics",
@@ -614,7 +629,7 @@ def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None)
         section = ftlauncher.find_section(doc)
         if section is None:
             raise UsageError(f"--ft-cfg-path {cfg_path}: no '{ftlauncher.YAML_SECTION}:' section in the file")
-    ft = ftlauncher.translate(split.ft, section, config.KEY_TYPES, source=f"{cfg_path}: fault_tolerance")
+    ft = ftlauncher.translate(split.ft, section, source=f"{cfg_path}: fault_tolerance")
     cli = {**ft.overrides, **request.overrides, **_cli_values(ns)}
     return Interpreted(ns, request, ft, cli)
 

@@ -5,7 +5,8 @@
     slurm-ft-progress reset  [--yes]    clear the streak after fixing the cause
 
 Common options: --state-dir DIR, --config FILE, --max-no-progress-cycles K,
---min-progress-iterations M, --checkpoint-iteration-file PATH. Without them the policy is
+--min-progress-iterations M, --progress-source KIND:PATH (or its older spelling
+--checkpoint-iteration-file PATH), --progress-pattern REGEX. Without them the policy is
 the one the launcher recorded in the ledger, so a template's ``check`` judges exactly as
 the launcher did; a value set on the command line, in SLURM_FT_PROGRESS_* or in the config
 file overrides the recorded one.
@@ -52,7 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--min-progress-iterations", type=int, metavar="M", help="progress needs >= M iterations"
     )
-    common.add_argument("--checkpoint-iteration-file", metavar="PATH", help="the trainer's iteration file")
+    common.add_argument(
+        "--checkpoint-iteration-file", metavar="PATH", help="same as --progress-source iteration-file:PATH"
+    )
+    common.add_argument(
+        "--progress-source", metavar="KIND:PATH", help="iteration-file:PATH, checkpoint-dir:DIR or file:PATH"
+    )
+    common.add_argument(
+        "--progress-pattern", metavar="REGEX", help="checkpoint-dir names, one group: the step"
+    )
     parser = UsageParser(prog=PROG, description="Stop restart and requeue loops that make no progress.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     status = sub.add_parser("status", parents=[common], help="show attempts, cycles, streak and verdict")
@@ -72,6 +81,8 @@ def _cli_settings(args: argparse.Namespace) -> dict[str, Any]:
         "progress.max_no_progress_cycles": args.max_no_progress_cycles,
         "progress.min_progress_iterations": args.min_progress_iterations,
         "progress.checkpoint_iteration_file": args.checkpoint_iteration_file,
+        "progress.source": args.progress_source,
+        "progress.pattern": args.progress_pattern,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -130,17 +141,27 @@ def _verdict(ctx: _Context, ledger: progress.Ledger | None) -> tuple[progress.Le
     policy = progress.effective_policy(ctx.settings.progress, ledger, ctx.explicit)
     if ledger is None:
         return None, policy, None
-    view = progress.provisional_view(ledger, policy, progress.read_iteration)
+    try:
+        progress.configured_source(policy)
+    except progress.SourceError as exc:
+        raise UsageError(f"ledger {ctx.state.ledger}: recorded progress source: {exc}") from None
+    view = progress.provisional_view(ledger, policy, progress.read_for_verdict(ledger, policy))
     return view, policy, progress.stop_reason(view, policy)
 
 
 def _allow_line(view: progress.Ledger | None, policy: config.ProgressSettings, where: Path) -> str:
     if view is None:
         return f"no history in {where}: another attempt may run"
-    if policy.checkpoint_iteration_file is None:
-        return "progress tracking off (no checkpoint iteration file configured): another attempt may run"
+    source = progress.configured_source(policy)
+    if source is None:
+        return f"{progress.GUARD_OFF}: another attempt may run"
     if policy.max_no_progress_cycles <= 0:
         return "progress tracking off (max no-progress cycles <= 0): another attempt may run"
+    if not progress.judges(view, policy):
+        return (
+            f"progress source {source} has not existed at any cycle boundary: the guard has judged "
+            "nothing; another attempt may run"
+        )
     last = progress.last_iteration(view)
     at = f", iteration {last}" if last is not None else ""
     return f"another attempt may run: {view.streak} of {policy.max_no_progress_cycles} no-progress cycles{at}"
@@ -229,12 +250,15 @@ def _summary(
                 "warnings": entry.warnings,
             }
         )
+    source = progress.configured_source(policy)
     return {
         "state_dir": str(ctx.dir),
         "ledger": str(ctx.state.ledger),
         "history": view is not None,
+        "source_seen": bool(view and progress.judges(view, policy)),
         "policy": {
-            "checkpoint_iteration_file": policy.checkpoint_iteration_file,
+            "source": str(source) if source is not None else None,
+            "pattern": source.pattern if source is not None else None,
             "max_no_progress_cycles": policy.max_no_progress_cycles,
             "min_progress_iterations": policy.min_progress_iterations,
         },
@@ -301,6 +325,8 @@ def _print_table(summary: dict[str, Any], line: str) -> None:
     for c in summary["cycles"]:
         if c["open"]:
             counts = "open"
+        elif c["progressed"] is None:
+            counts = "not judged"
         elif c["progressed"]:
             counts = "progress"
         else:
@@ -345,10 +371,19 @@ def _print_table(summary: dict[str, Any], line: str) -> None:
             f"stopped before cycle {stopped['cycle']} (attempt {stopped['attempt']}): {stopped['reason']}",
             markup=False,
         )
-    console.print(f"iteration file: {_cell(policy['checkpoint_iteration_file'])}", markup=False)
+    if policy["source"] is None:
+        console.print(f"source: none ({progress.GUARD_OFF})", markup=False)
+    else:
+        seen = "" if summary["source_seen"] else " (not existed at any cycle boundary: cycles not judged)"
+        pattern = f", pattern {policy['pattern']}" if policy["pattern"] else ""
+        console.print(f"source: {policy['source']}{pattern}{seen}", markup=False)
+    if (policy["source"] or "").startswith("file:"):
+        means = "the file was replaced"
+    else:
+        means = f">= {policy['min_progress_iterations']} iterations"
     console.print(
         f"streak: {summary['streak']} of {policy['max_no_progress_cycles']} no-progress cycles "
-        f"(progress means >= {policy['min_progress_iterations']} iterations)",
+        f"(progress means {means})",
         markup=False,
     )
     console.print(f"verdict: {line}", markup=False)

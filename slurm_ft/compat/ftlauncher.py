@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ OFF_VALUES = ("", "none", "null", "false", "0", "no", "off")
 
 class Kind(enum.Enum):
     ALIAS = "alias"  # sets slurm-ft settings
-    HANG = "hang"  # sets hang.* settings (once this version has them)
+    HANG = "hang"  # sets hang.* settings (the rank monitor)
     CONFIG = "config"  # --ft-cfg-path
     NO_EFFECT = "no effect"  # accepted: asks for what happens anyway
     LATER = "not supported yet"
@@ -444,20 +444,11 @@ def takes_value(option: str) -> bool:
     return known.takes_value if known is not None else True
 
 
-def _apply(opt: FtOption, what: str, value: Value, t: Translation, known_keys: Collection[str]) -> None:
+def _apply(opt: FtOption, what: str, value: Value, t: Translation) -> None:
     if opt.kind is Kind.LATER and not _is_off(value):
         raise CompatError(f"{what}: not supported yet ({opt.meaning})")
     if opt.kind is Kind.UNSUPPORTED and not _is_off(value):
         raise CompatError(f"{what}: not supported by slurm-ft-launch ({opt.meaning})")
-    if opt.kind is Kind.HANG:
-        probe = Translation()
-        assert opt.apply is not None
-        opt.apply(what, value, probe)
-        missing = [k for k in probe.overrides if k not in known_keys]
-        if missing:
-            raise CompatError(
-                f"{what}: not supported yet (hang detection: {missing[0]} is not in this version)"
-            )
     if opt.apply is not None:
         opt.apply(what, value, t)
 
@@ -478,19 +469,17 @@ def find_section(doc: Any) -> dict[str, Any] | None:
 def translate(
     options: Sequence[tuple[str, str | None]],
     yaml_section: Mapping[str, Any] | None,
-    known_keys: Collection[str],
     source: str = "fault_tolerance",
 ) -> Translation:
     """``options``: (option as written, value) in command-line order; ``yaml_section``:
-    the ``fault_tolerance`` mapping of ``--ft-cfg-path``, applied first. ``known_keys``:
-    the settings keys this version has (hang options need theirs)."""
+    the ``fault_tolerance`` mapping of ``--ft-cfg-path``, applied first."""
     t = Translation()
     for key, value in (yaml_section or {}).items():
         opt = BY_YAML.get(str(key))
         what = f"{source}.{key}"
         if opt is None:
             raise CompatError(f"{what}: not an ft_launcher setting slurm-ft-launch knows")
-        _apply(opt, what, value, t, known_keys)
+        _apply(opt, what, value, t)
     for written, value in options:
         opt = BY_NAME.get(canonical(written))
         if opt is None:
@@ -501,7 +490,7 @@ def translate(
             continue
         if opt.takes_value and value is None:
             raise CompatError(f"{written}: expected a value")
-        _apply(opt, written, value, t, known_keys)
+        _apply(opt, written, value, t)
     return t
 
 

@@ -201,8 +201,6 @@ def ft_rows() -> tuple[Row, ...]:
             here = f"Exit 2 ({opt.meaning}); an off value (`none`, `false`, `0`) is accepted."
         elif opt.kind is Kind.LATER:
             here = f"Exit 2: {opt.meaning} not supported yet; an off value is accepted."
-        elif opt.kind is Kind.HANG:
-            here += " (exit 2 until this version has hang detection)"
         yaml = f" YAML `{opt.yaml_key}`." if opt.yaml else ""
         rows.append(Row("ft_launcher", (opt.flag,), _FT_STATUS[opt.kind], here + yaml))
     return tuple(rows)

@@ -75,11 +75,9 @@ def probe_mount(path: str) -> tuple[bool, str]:
     return True, "responding"
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("read", "read+write", "mount"):
-        print("FAIL probe usage: probe.py read|read+write|mount PATH")
-        return 2
-    op, path = argv[1], argv[2]
+def probe(op: str, path: str) -> tuple[bool, str]:
+    """One probe, as the child runs it; ``storage`` also calls it in-process for paths on
+    local file systems."""
     if op == "mount":
         ok, detail = probe_mount(path)
     else:
@@ -87,7 +85,15 @@ def main(argv: list[str]) -> int:
         if ok and op == "read+write":
             ok, wdetail = probe_write(path)
             detail = f"{detail}; {wdetail}" if ok else wdetail
-    print(("OK " if ok else "FAIL ") + detail.replace("\n", " "), flush=True)
+    return ok, detail.replace("\n", " ")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[1] not in ("read", "read+write", "mount"):
+        print("FAIL probe usage: probe.py read|read+write|mount PATH")
+        return 2
+    ok, detail = probe(argv[1], argv[2])
+    print(("OK " if ok else "FAIL ") + detail, flush=True)
     return 0
 
 

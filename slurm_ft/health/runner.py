@@ -13,11 +13,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 
 from slurm_ft.config import YAML_ROOT, ConfigError, HealthSettings
-from slurm_ft.health import gpu, nic, storage
+from slurm_ft.health import nic, storage
 from slurm_ft.health.nic import Baseline
 from slurm_ft.health.result import Report, Result, Status
+
+if TYPE_CHECKING:
+    from slurm_ft.health import gpu
 
 CHECK_NAMES: tuple[str, ...] = ("nic", "storage", "gpu")
 
@@ -63,6 +67,15 @@ def take_baseline(settings: HealthSettings) -> Baseline:
     return nic.take_baseline(settings.sysfs_root, settings.nics)
 
 
+def _gpu_check(
+    expected: int | None, tolerance_mib: int, ours: frozenset[int], opener: gpu.Opener | None
+) -> list[Result]:
+    """The GPU family, imported only when selected: node checks without GPUs start faster."""
+    from slurm_ft.health import gpu
+
+    return gpu.check(expected, tolerance_mib, ours, opener or gpu.NvmlAdapter.open)
+
+
 def run_checks(
     settings: HealthSettings,
     *,
@@ -84,7 +97,6 @@ def run_checks(
     deadline_at = start + settings.deadline
     expected = expected_gpus if expected_gpus is not None else settings.gpus
     ours = frozenset(own_pids) if own_pids is not None else frozenset({os.getpid()})
-    opener = nvml_opener or gpu.NvmlAdapter.open
 
     jobs: dict[str, Callable[[], list[Result]]] = {
         "nic": lambda: nic.check(settings.sysfs_root, settings.nics, settings.nic_mode, baseline),
@@ -97,7 +109,7 @@ def run_checks(
             stop_at=deadline_at - _STORAGE_MARGIN_S,
             budget_s=settings.deadline,
         ),
-        "gpu": lambda: gpu.check(expected, settings.gpu_foreign_memory_tolerance_mib, ours, opener),
+        "gpu": lambda: _gpu_check(expected, settings.gpu_foreign_memory_tolerance_mib, ours, nvml_opener),
     }
     selected = [name for name in CHECK_NAMES if name in settings.checks]
     outcome: dict[str, list[Result]] = {}

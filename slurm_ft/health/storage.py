@@ -1,27 +1,48 @@
-"""Storage paths and network mounts, probed in child processes with a hard deadline.
+"""Storage paths and network mounts, probed with a hard deadline.
 
 A process that calls ``stat`` on a dead NFS or Lustre mount sleeps uninterruptibly: it
 cannot be killed or reaped until the server answers, and a thread stuck that way keeps
-its whole process from exiting. So nothing here touches a mount in-process. Each path
-gets its own short-lived child (``probe.py``); at the deadline the child is sent SIGKILL
-and abandoned, never waited on, and the result says "timed out". The only in-process
-reads are of ``/proc/self/mountinfo`` and the Lustre ``health_check`` attribute, which
-the kernel answers from memory.
+its whole process from exiting. So nothing here touches a network mount in-process: such
+a path gets its own short-lived child (``probe.py``, run through :mod:`slurm_ft.childprobe`);
+at the deadline the child is sent SIGKILL and abandoned, never waited on, and the result
+says "timed out".
+
+The common healthy case, a directory or regular file on a local disk file system
+(``LOCAL_FSTYPES``), is probed in-process with the same code, which saves a child's
+start-up (most of the check's time). A path qualifies only when every component of it,
+symlinks resolved one by one, lies on a mount listed in mountinfo as local, so no call
+here ever reaches a network, FUSE or autofs mount; anything else (unknown file systems,
+FIFOs and devices, which can block on open, missing paths) takes the child. The other
+in-process reads are of ``/proc/self/mountinfo`` and the Lustre ``health_check``
+attribute, which the kernel answers from memory.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from slurm_ft.health import probe
 from slurm_ft.health.result import Result, Status
 
+if TYPE_CHECKING:
+    from slurm_ft.childprobe import Child
+
 NETWORK_FSTYPES = frozenset({"lustre", "nfs", "nfs4", "gpfs", "beegfs"})
+# Answered by this node's kernel and disks alone. Anything not listed (network, FUSE,
+# autofs, unknown) is probed in a child; so is overlay, whose lower layers may sit on a
+# network file system (container images).
+LOCAL_FSTYPES = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "ramfs", "devtmpfs"}
+)
 PROBE_SCRIPT = str(Path(__file__).with_name("probe.py"))
+# Linux's own limit on symlinks followed while resolving one path.
+_MAX_SYMLINKS = 40
 
 
 @dataclass(frozen=True)
@@ -66,12 +87,84 @@ def network_mounts(mounts: Sequence[Mount]) -> list[Mount]:
     return list(seen.values())
 
 
-def discover(proc_root: str) -> list[Mount]:
+def read_mounts(proc_root: str) -> list[Mount]:
+    """Every mount of this process, in mount order; none when mountinfo cannot be read."""
     try:
         text = (Path(proc_root) / "self" / "mountinfo").read_text(errors="replace")
     except OSError:
         return []
-    return network_mounts(parse_mountinfo(text))
+    return parse_mountinfo(text)
+
+
+def discover(proc_root: str) -> list[Mount]:
+    return network_mounts(read_mounts(proc_root))
+
+
+def mount_of(path: str, mounts: Sequence[Mount]) -> Mount | None:
+    """The mount that answers for ``path`` (absolute, no symlinks, no ``..``): the longest
+    mount point that contains it, the last mounted of those (mounts stack)."""
+    best: Mount | None = None
+    for m in mounts:
+        point = m.mountpoint.rstrip("/") + "/"
+        if (path + "/").startswith(point) and (best is None or len(m.mountpoint) >= len(best.mountpoint)):
+            best = m
+    return best
+
+
+def local_target(path: str, mounts: Sequence[Mount]) -> str | None:
+    """``path`` resolved, when it is a directory or regular file reached through local
+    file systems only; None when it is not (or not surely), so a child must probe it.
+
+    Resolves one component at a time and looks at a component's mount before touching
+    it, so a network mount is never reached, not even by the ``lstat`` of its root.
+    """
+    todo = [part for part in path.split("/") if part]
+    resolved = "/"
+    links = 0
+    st: os.stat_result | None = None
+    while todo:
+        name = todo.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        m = mount_of(candidate, mounts)
+        if m is None or m.fstype not in LOCAL_FSTYPES:
+            return None
+        try:
+            st = os.lstat(candidate)
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                target = os.readlink(candidate)
+                if links > _MAX_SYMLINKS:
+                    return None
+                todo[:0] = [part for part in target.split("/") if part]
+                if target.startswith("/"):
+                    resolved = "/"
+                continue
+        except OSError:
+            return None
+        resolved = candidate
+    m = mount_of(resolved, mounts)
+    if m is None or m.fstype not in LOCAL_FSTYPES:
+        return None
+    if st is None:
+        try:
+            st = os.lstat(resolved)
+        except OSError:
+            return None
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        return None
+    return resolved
+
+
+def probe_here(name: str, op: str, target: str, data: dict[str, object]) -> Result:
+    """The child's probe, run in this process (only for a :func:`local_target`)."""
+    started = time.monotonic()
+    ok, detail = probe.probe(op, target)
+    return Result(name, Status.PASS if ok else Status.FAIL, detail, time.monotonic() - started, data)
 
 
 def lustre_health(sysfs_root: str, proc_root: str) -> Result | None:
@@ -110,70 +203,38 @@ def lustre_health(sysfs_root: str, proc_root: str) -> Result | None:
 @dataclass
 class _Running:
     name: str
-    target: str
-    proc: subprocess.Popen[bytes] | None
-    started: float
+    child: Child
     data: dict[str, object]
-    spawn_error: str | None = None
 
 
 def _spawn(name: str, op: str, target: str, data: dict[str, object]) -> _Running:
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", PROBE_SCRIPT, op, target],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
-    except OSError as exc:
-        return _Running(name, target, None, started, data, f"cannot start probe: {exc.strerror}")
-    return _Running(name, target, proc, started, data)
+    from slurm_ft.childprobe import Child  # only when a child is needed: not on a healthy local node
 
-
-def _late_output(proc: subprocess.Popen[bytes]) -> bytes | None:
-    """Output of a probe that finished while an earlier one used up the wait, else None."""
-    if proc.poll() is None:
-        return None
-    out, _ = proc.communicate()
-    return out
+    return _Running(name, Child(PROBE_SCRIPT, [op, target]), data)
 
 
 def _collect(run: _Running, stop_at: float, budget_s: float) -> Result:
-    if run.proc is None:
-        return Result(run.name, Status.FAIL, run.spawn_error or "probe failed", 0.0, run.data)
-    proc = run.proc
-    try:
-        out, _ = proc.communicate(timeout=max(0.0, stop_at - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        out = _late_output(proc)
-    if out is None:
-        # Kill and walk away: a child in uninterruptible sleep cannot be reaped now, and
-        # waiting for it would make this check as stuck as the mount.
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        if proc.stdout is not None:
-            proc.stdout.close()
-        took = time.monotonic() - run.started
+    answer = run.child.collect(stop_at)
+    if answer.error is not None:
+        return Result(run.name, Status.FAIL, answer.error, 0.0, run.data)
+    if answer.output is None:
         return Result(
             run.name,
             Status.FAIL,
             f"timed out after {budget_s:g} s",
-            took,
-            {**run.data, "timed_out": True, "probe_pid": proc.pid},
+            answer.took,
+            {**run.data, "timed_out": True, "probe_pid": answer.pid},
         )
-    took = time.monotonic() - run.started
-    line = out.decode(errors="replace").strip().splitlines()
+    line = answer.output.decode(errors="replace").strip().splitlines()
     text = line[0] if line else ""
     verdict, _, detail = text.partition(" ")
     if verdict == "OK":
-        return Result(run.name, Status.PASS, detail, took, run.data)
+        return Result(run.name, Status.PASS, detail, answer.took, run.data)
     if verdict == "FAIL":
-        return Result(run.name, Status.FAIL, detail, took, run.data)
-    return Result(run.name, Status.FAIL, f"probe exited {proc.returncode} without an answer", took, run.data)
+        return Result(run.name, Status.FAIL, detail, answer.took, run.data)
+    return Result(
+        run.name, Status.FAIL, f"probe exited {answer.returncode} without an answer", answer.took, run.data
+    )
 
 
 def check(
@@ -186,20 +247,35 @@ def check(
     stop_at: float,
     budget_s: float,
 ) -> list[Result]:
-    """Start every probe at once, then collect each before ``stop_at`` (monotonic)."""
-    running: list[_Running] = []
+    """Start every child probe at once, probe local paths in-process meanwhile, then
+    collect each child before ``stop_at`` (monotonic)."""
     op = "read+write" if write_probe else "read"
-    for path in paths:
-        running.append(_spawn(f"storage:{path}", op, path, {"path": path, "op": op}))
+    mounts = read_mounts(proc_root)
+    targets = [local_target(path, mounts) for path in paths]
+    children: list[_Running | None] = [
+        _spawn(f"storage:{path}", op, path, {"path": path, "op": op}) if target is None else None
+        for path, target in zip(paths, targets, strict=True)
+    ]
+    mount_runs: list[_Running] = []
     if discover_mounts:
-        for m in discover(proc_root):
+        for m in network_mounts(mounts):
             data: dict[str, object] = {"mountpoint": m.mountpoint, "fstype": m.fstype, "source": m.source}
-            running.append(_spawn(f"mount:{m.mountpoint}", "mount", m.mountpoint, data))
+            mount_runs.append(_spawn(f"mount:{m.mountpoint}", "mount", m.mountpoint, data))
+    # While the children start: the local paths, in-process.
+    here = [
+        probe_here(f"storage:{path}", op, target, {"path": path, "op": op}) if target is not None else None
+        for path, target in zip(paths, targets, strict=True)
+    ]
     results: list[Result] = []
     health = lustre_health(sysfs_root, proc_root)
     if health is not None:
         results.append(health)
-    results += [_collect(run, stop_at, budget_s) for run in running]
+    for done, child in zip(here, children, strict=True):
+        if done is not None:
+            results.append(done)
+        elif child is not None:
+            results.append(_collect(child, stop_at, budget_s))
+    results += [_collect(run, stop_at, budget_s) for run in mount_runs]
     if not results:
         why = "no paths given and no network mounts found" if discover_mounts else "no paths given"
         results.append(Result("storage", Status.SKIP, why, 0.0, {}))

@@ -144,6 +144,7 @@ class Agent:
                 self.ev.event(f"cycle {cycle}: standing by as a spare")
                 end = member.stand_by(i, judge, active)
                 self._enter(Phase.STOP)
+                self._cycle_ending()
                 self._stop(i, cycle, decision, None, end)
             else:
                 if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
@@ -154,6 +155,7 @@ class Agent:
                 self.export_metrics()
                 end = member.watch(i, workers, judge, active, self.export_metrics)
                 self._enter(Phase.STOP)
+                self._cycle_ending()
                 self._stop(i, cycle, decision, workers, end)
                 self.log_lost = (
                     self.log_lost[0] + workers.log_lost[0],
@@ -224,6 +226,10 @@ class Agent:
             client, previous = self.client, cycle - 1
             self.books.defer(lambda: self.books.peer_close(previous, lambda: client.result(i - 1)))
         return decision
+
+    def _cycle_ending(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.cycle_ending()
 
     def _start(self, i: int, cycle: int, decision: Decision, topo: wk.Topology) -> CycleWorkers:
         if not self.cfg.is_node0:

@@ -7,14 +7,20 @@ first, and one pipe's read/write syscalls (which release the GIL) overlap with a
 prefixing. All threads write through one ``O_APPEND`` descriptor under one lock, so the
 node's own writes are sequential as well.
 
-Line integrity in the shared cycle file: every write is one ``os.write`` of whole lines on
+Per chunk the data is copied three times, the least this design allows: pipe -> one
+``os.read`` of up to the whole pipe (1 MiB, so a busy pipe costs one read, one framing and
+one write per MiB, and a thread holds the GIL for few, long C calls), one ``bytes.replace``
+that adds the prefixes, and one ``writev`` of the framer's pieces (prefix, pending partial
+line, a view of the replaced chunk) into the file, never joined in user space first.
+
+Line integrity in the shared cycle file: every write is one ``writev`` of whole lines on
 an ``O_APPEND`` descriptor. On local file systems (ext4, xfs, tmpfs) Linux appends a single
-write under the inode lock, so another node's (another process's) write lands before or
-after it, never inside. A short write only happens when the disk fills up, the file size
-limit is hit or a signal interrupts: the rest is then written by a second write, which may
-land after another node's write; the line stays in the file but may be torn, which is the
-price of not losing it, and it happens only together with the loud disk-full report. NFS
-clients do not append atomically at all, hence ``--applog-per-node``.
+write or writev under the inode lock, so another node's (another process's) write lands
+before or after it, never inside. A short write only happens when the disk fills up, the
+file size limit is hit or a signal interrupts: the rest is then written by a second write,
+which may land after another node's write; the line stays in the file but may be torn,
+which is the price of not losing it, and it happens only together with the loud disk-full
+report. NFS clients do not append atomically at all, hence ``--applog-per-node``.
 
 Nothing is dropped on the way in: a worker's pipe is read until end of stream, also after
 the worker exited (crash tracebacks arrive last). Only a pipe kept open by a grandchild is
@@ -37,15 +43,19 @@ import os
 import select
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft.launch import streams as streams_mod
 from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import NOTE_MARK, LineFramer, rank_prefix
+from slurm_ft.launch.framing import NOTE_MARK, LineFramer, Part, rank_prefix
 
-DEFAULT_READ_SIZE = 64 * 1024
 DEFAULT_PIPE_SIZE = 1024 * 1024
+# One read takes what a full pipe holds: fewer, longer calls (see the module docstring).
+DEFAULT_READ_SIZE = DEFAULT_PIPE_SIZE
+# Linux accepts 1024 pieces per writev; more (many long-line pieces) are joined first.
+MAX_WRITE_PARTS = 1024
 DEFAULT_TEE_QUEUE_BYTES = 16 * 1024 * 1024
 # Linux: fcntl.F_SETPIPE_SZ exists from Python 3.10; keep the number for older builds.
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -287,31 +297,43 @@ class CycleFile:
 
     def write(self, data: bytes, lines: int) -> None:
         """Append whole lines in one write; on failure count the loss and keep going."""
-        if not data:
+        self.write_parts((data,), len(data), lines)
+
+    def write_parts(self, parts: Sequence[Part], size: int, lines: int) -> None:
+        """Append ``parts`` (whole lines, ``size`` bytes in all) with one ``writev``; the
+        rest of a short write follows in plain writes. On failure count the loss and keep
+        going."""
+        if not size:
             return
         with self._write_lock:
             if self._fd is None:
                 if self.path is None:
-                    self.stats.bytes += len(data)
+                    self.stats.bytes += size
                     self.stats.lines += lines
                 else:
-                    self.stats.lost_bytes += len(data)
+                    self.stats.lost_bytes += size
                     self.stats.lost_lines += lines
                 return
             # After a failed write left a partial line at the end of the file, end it first
             # so that the next record starts on a line of its own.
             lead = b"\n" if self._torn else b""
-            buf = lead + data if lead else data
-            view = memoryview(buf)
+            pieces = [lead, *parts] if lead else parts
+            if len(pieces) > MAX_WRITE_PARTS:
+                pieces = [b"".join(pieces)]
+            total = len(lead) + size
             done = 0
             try:
-                while done < len(buf):
-                    done += os.write(self._fd, view[done:])
+                done = os.writev(self._fd, pieces)
+                if done < total:
+                    buf = b"".join(pieces)
+                    view = memoryview(buf)
+                    while done < total:
+                        done += os.write(self._fd, view[done:])
             except OSError as exc:
-                self._count_failure(data, lead, buf, done, exc)
+                self._count_failure(b"".join(parts), lead, done, exc)
                 return
             self._torn = False
-            self.stats.bytes += len(data)
+            self.stats.bytes += size
             self.stats.lines += lines
             if self._write_failed:
                 self._write_failed = False
@@ -320,9 +342,9 @@ class CycleFile:
                     f"{self.stats.lost_lines} lines ({self.stats.lost_bytes} bytes) were lost so far"
                 )
 
-    def _count_failure(self, data: bytes, lead: bytes, buf: bytes, done: int, exc: OSError) -> None:
+    def _count_failure(self, data: bytes, lead: bytes, done: int, exc: OSError) -> None:
         if done:
-            self._torn = buf[done - 1] != 0x0A
+            self._torn = (lead + data)[done - 1] != 0x0A
         kept = max(0, done - len(lead))
         self.stats.bytes += kept
         self.stats.lines += data.count(b"\n", 0, kept)
@@ -383,15 +405,15 @@ class AppLog:
         # Readable once close() was called: wakes readers waiting on a quiet pipe.
         self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
         self._file = CycleFile(path, self.stats, events)
-        self._write = self._file.write
+        self._write = self._file.write_parts
 
-    def _emit(self, stream: _Stream, framed: tuple[bytes, int]) -> None:
-        data, lines = framed
-        if not data:
+    def _emit(self, stream: _Stream, parts: Sequence[Part], lines: int) -> None:
+        size = sum(map(len, parts))
+        if not size:
             return
-        self._write(data, lines)
+        self._write(parts, size, lines)
         if stream.tee is not None:
-            stream.tee.put(data, lines)
+            stream.tee.put(b"".join(parts), lines)
 
     def _echo_to(self, kind: str) -> _Tee:
         fd = self._tee_fds["stderr" if kind == "stderr" else "stdout"]
@@ -404,7 +426,9 @@ class AppLog:
         ``text``, appended whole like every other line."""
         prefix = rank_prefix(global_rank, self.rank_width, NOTE_MARK)
         lines = text.rstrip("\n").split("\n")
-        self._write(b"".join(prefix + line.encode(errors="replace") + b"\n" for line in lines), len(lines))
+        self._file.write(
+            b"".join(prefix + line.encode(errors="replace") + b"\n" for line in lines), len(lines)
+        )
 
     # -- reader side -------------------------------------------------------------------
 
@@ -478,7 +502,7 @@ class AppLog:
                     return
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
-                self._emit(stream, framer.feed(data))
+                self._emit(stream, *framer.feed_parts(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
                     stream.peak_pending = pending
@@ -492,9 +516,10 @@ class AppLog:
                 stream.rank_file.close()
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
-        self._emit(stream, stream.framer.finish())
+        data, lines = stream.framer.finish()
+        self._emit(stream, (data,), lines)
         if note is not None:
-            self._emit(stream, (stream.framer.note(note), 1))
+            self._emit(stream, (stream.framer.note(note),), 1)
 
     def _abandon(self, stream: _Stream) -> None:
         """Write what the pipe already holds (bounded), then give up on it unless that
@@ -513,7 +538,7 @@ class AppLog:
             budget -= len(data)
             if stream.rank_file is not None:
                 stream.rank_file.write(data)
-            self._emit(stream, stream.framer.feed(data))
+            self._emit(stream, *stream.framer.feed_parts(data))
         stream.abandoned = True
         message = (
             f"slurm-ft-launch: output of rank {stream.global_rank} still open {self.drain_timeout:g} s "

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from slurm_ft import progress
 from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
@@ -26,7 +27,7 @@ from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, JoinIn
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
-from slurm_ft.progress import LedgerError, ProgressTracker
+from slurm_ft.progress import LedgerError, ProgressTracker, sources
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class Coordinator:
 
     def open(self) -> Base:
         """Publish the run: its first global cycle number and a fresh run uuid."""
+        if self.tracker is not None:
+            self.ev.event(self.tracker.start_line())
         base = Base(cyclecount.read_next_cycle(self.cfg.state), uuid.uuid4().hex)
         self.client.prepare(self.cfg.num_nodes, base)
         where = f"listening on port {self.client.port}" if self.cfg.num_nodes > 1 else "in process (one node)"
@@ -273,10 +276,9 @@ class Coordinator:
         activity reports, this node's own workers), and the iteration watch if asked for."""
         self.threads = threads
         self.hangs = hangs
-        path = self.cfg.settings.progress.checkpoint_iteration_file
-        if hangs.limits.iteration and path:
-            period = min(5.0, max(0.1, hangs.limits.iteration / 4))
-            self.iterations = hang.IterationWatch(lambda: progress.read_iteration(path).iteration, period)
+        spec = progress.configured_source(self.cfg.settings.progress)
+        if hangs.limits.iteration and spec is not None:
+            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), hangs.limits.period)
             self.iterations.start()
 
     def judge(self, i: int) -> Failure | None:
@@ -326,6 +328,12 @@ class Coordinator:
         return None
 
     # ------------------------------------------------------------------ stop + end
+
+    def cycle_ending(self) -> None:
+        """The watch is over: the progress guard starts its look now, while the workers are
+        being stopped, so the next decision does not wait for it."""
+        if self.tracker is not None:
+            self.tracker.begin_reading()
 
     def close_cycle(
         self, run: RunSummary, i: int, cycle: int, decision: Decision, result: CycleResult
@@ -395,3 +403,10 @@ class Coordinator:
             gone.add(f.node_rank)
         if way_out.linger > 0:
             self.linger(gone, way_out.linger)
+
+
+def _progress_mark(spec: progress.SourceSpec) -> tuple[int, str | None] | None:
+    """What the iteration watch compares: the source's step and identity (a ``file:``
+    checkpoint replaced in place moves only its identity); None while it does not exist."""
+    look = sources.look(spec)
+    return (look.step, look.mark) if look.present and look.problem is None else None

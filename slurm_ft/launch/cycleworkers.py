@@ -217,21 +217,28 @@ class CycleWorkers:
                 self._app.note(rank, f"stacks at hang ({why}):\n{text}")
 
     def _grace(self, short: float, long: float) -> None:
-        """After the stop signal: wait ``short`` for the workers to go, or up to ``long``
-        while any of them is inside a section (a checkpoint is never cut short)."""
-        start = time.monotonic()
+        """After the stop signal: the workers get ``short`` seconds, extended up to ``long``
+        while any of them is still writing (an unmodified trainer saving a checkpoint) or is
+        inside a section (a trainer that says so). A worker that only tears down slowly
+        (Lightning's SIGTERM handling takes seconds) is killed after ``short``."""
+        start = last_busy = time.monotonic()
+        written = {w.rank: hang.bytes_written(w.pid) for w in self.group.running()}
         while self.group.running():
-            waited = time.monotonic() - start
-            busy = any(worker.in_section(self.files[w.rank].slot) for w in self.group.running())
-            left = (long if busy else short) - waited
+            now = time.monotonic()
+            for w in self.group.running():
+                count = hang.bytes_written(w.pid)
+                if count != written.get(w.rank) or worker.in_section(self.files[w.rank].slot):
+                    written[w.rank] = count
+                    last_busy = now
+            left = min(start + long, last_busy + short) - now
             if left <= 0:
                 return
             self.group.wait(min(left, 0.05))
 
     def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> None:
         """Stop every worker (``signum``, SIGKILL after ``timeout``; with ``short_grace``,
-        SIGKILL after that unless a worker is inside a section), drain and close the log,
-        and wait for the GPU memory they held to come back."""
+        SIGKILL once the workers have been idle that long, see :meth:`_grace`), drain and
+        close the log, and wait for the GPU memory they held to come back."""
         try:
             running = len(self.group.running())
             if short_grace is not None and running:

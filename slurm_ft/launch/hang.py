@@ -300,12 +300,13 @@ def parse_report(raw: str, index: int) -> float | None:
 
 
 class IterationWatch(threading.Thread):
-    """Node 0: reads the checkpoint-iteration file every few seconds on its own thread (a
-    dead mount stalls this thread, never the launcher) and remembers when it last moved."""
+    """Node 0: looks at the progress source (``--progress-source`` or the iteration file)
+    every few seconds on its own thread (a dead mount stalls this thread, never the
+    launcher) and remembers when it last moved."""
 
     def __init__(
         self,
-        read: Callable[[], int | None],
+        read: Callable[[], tuple[int, str | None] | None],
         period: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -315,7 +316,7 @@ class IterationWatch(threading.Thread):
         self._clock = clock
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
-        self._value: int | None = None
+        self._value: tuple[int, str | None] | None = None
         self._changed = clock()
 
     def restart(self) -> None:
@@ -338,7 +339,7 @@ class IterationWatch(threading.Thread):
             value = self._value
         if still <= timeout:
             return None
-        at = f"at {value}" if value is not None else "never read"
+        at = f"at {value[0]}" if value is not None else "never read"
         detail = f"checkpoint iteration {at} for {still:.1f}s (hang.iteration_timeout {timeout:g}s)"
         return Hang(Detector.ITERATION, (), still, detail)
 

@@ -275,3 +275,30 @@ def test_a_run_never_imports_torch_rich_or_pynvml(env, sysfs, files):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[-1] == "HEAVY []"
+
+
+def test_a_healthy_local_run_starts_no_child_and_loads_only_what_it_checks(env, sysfs, files):
+    """Start-up cost: a local path is probed in-process (no interpreter started) and the
+    GPU family, JSON and the hang parser are not imported when not used (YAML is: these
+    runs name a config file)."""
+    import subprocess
+    import sys
+
+    from slurm_ft.health import storage
+
+    d, _ = files
+    if storage.local_target(str(d), storage.read_mounts("/proc")) is None:
+        pytest.skip(f"{d} is not on a file system known to be local here")
+    code = (
+        "import sys\n"
+        "from slurm_ft.cli.healthcheck import main\n"
+        f"rc = main(['--checks', 'nic,storage', '--sysfs-root', {str(sysfs)!r}, '--paths', {str(d)!r},"
+        " '--no-discover-mounts'])\n"
+        "loaded = ('subprocess', 'json', 'slurm_ft.health.gpu', 'slurm_ft.launch.hang')\n"
+        "print('LOADED', sorted(m for m in loaded if m in sys.modules), file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert f"PASS storage:{d}: directory listable" in done.stdout.splitlines()
+    assert done.stderr.splitlines()[-1] == "LOADED []"

@@ -56,7 +56,8 @@ def one_error_line(proc: subprocess.CompletedProcess[str], line: str) -> None:
 
 # A node-0 launcher for one Slurm attempt, reduced to what the tracker sees: it runs cycles
 # until its in-job restart budget is spent or the tracker says stop; each cycle's "training"
-# optionally checkpoints (adds to the iteration file) and then crashes.
+# optionally checkpoints (adds to the iteration file) and then crashes. The iteration file
+# exists from the start (a source that never existed leaves the guard off).
 ATTEMPT = textwrap.dedent(
     """
     import os, signal, sys
@@ -66,6 +67,8 @@ ATTEMPT = textwrap.dedent(
     from slurm_ft.statedir import StateDir
 
     state, it_file, attempt, k, cycles, gain, next_cycle, mode = sys.argv[1:9]
+    if not Path(it_file).exists():  # the trainer's first checkpoint, at iteration 0
+        Path(it_file).write_text("0")
     settings = ProgressSettings(it_file, int(k), 1)
     tracker = ProgressTracker(StateDir(Path(state)), settings, int(attempt))
     counter = Path(next_cycle)
@@ -381,15 +384,17 @@ def test_status_json_schema(tmp_path: Path, job: tuple[Path, Path]) -> None:
     assert proc.returncode == 0 and proc.stderr == ""
     doc = json.loads(proc.stdout)
     assert set(doc) == {
-        "state_dir", "ledger", "history", "policy", "streak", "last_iteration", "verdict", "reason",
-        "attempts", "cycles", "open_cycle", "resets", "stopped", "nodes",
+        "state_dir", "ledger", "history", "source_seen", "policy", "streak", "last_iteration", "verdict",
+        "reason", "attempts", "cycles", "open_cycle", "resets", "stopped", "nodes",
     }  # fmt: skip
     assert doc["state_dir"] == str(state) and doc["ledger"] == str(state / "ledger.json")
     assert doc["policy"] == {
-        "checkpoint_iteration_file": str(it),
+        "source": f"iteration-file:{it}",
+        "pattern": None,
         "max_no_progress_cycles": 2,
         "min_progress_iterations": 1,
     }
+    assert doc["source_seen"] is True
     assert (doc["history"], doc["streak"], doc["last_iteration"], doc["verdict"], doc["reason"]) == (
         True, 1, 5, "allow", None,
     )  # fmt: skip
@@ -418,7 +423,7 @@ def test_status_table(tmp_path: Path, job: tuple[Path, Path]) -> None:
         ["1", "1", "5", "5", "0", "worker-failed", "no", "progress"],
     ]
     assert proc.stdout.splitlines()[-3:] == [
-        f"iteration file: {it}",
+        f"source: iteration-file:{it}",
         "streak: 1 of 2 no-progress cycles (progress means >= 1 iterations)",
         "verdict: another attempt may run: 1 of 2 no-progress cycles, iteration 5",
     ]
@@ -525,7 +530,7 @@ def test_a_corrupt_ledger_is_reported_never_replaced(
     assert ledger.read_text() == content
     # The launcher refuses it too, with the same message.
     launcher = start_attempt(tmp_path, state, it, 0)
-    assert launcher.returncode == 1 and f"slurm_ft.progress.LedgerError: {line}" in launcher.stderr
+    assert launcher.returncode == 1 and f"slurm_ft.progress.ledger.LedgerError: {line}" in launcher.stderr
     assert ledger.read_text() == content
 
     proc = run("reset", "--yes", "--state-dir", str(state), cwd=tmp_path)
@@ -535,7 +540,11 @@ def test_a_corrupt_ledger_is_reported_never_replaced(
     assert proc.stdout == f"set the corrupt ledger aside as {aside[0]} and started a new one in {state}\n"
     # A fresh ledger has no recorded policy until the launcher's next cycle.
     check = run("check", "--state-dir", str(state), "--checkpoint-iteration-file", str(it), cwd=tmp_path)
-    assert (check.returncode, check.stdout) == (0, "another attempt may run: 0 of 2 no-progress cycles\n")
+    assert (check.returncode, check.stdout) == (
+        0,
+        f"progress source iteration-file:{it} has not existed at any cycle boundary: the guard has judged "
+        "nothing; another attempt may run\n",
+    )
     assert start_attempt(tmp_path, state, it, 1).returncode == 1
     ledger_now = load_ledger(ledger)
     assert ledger_now is not None and len(ledger_now.cycles) == 1 and ledger_now.streak == 1
@@ -613,3 +622,62 @@ def test_check_imports_neither_torch_nor_rich(tmp_path: Path, job: tuple[Path, P
         [sys.executable, "-c", probe, str(state)], env=clean_env(), capture_output=True, text=True, timeout=30
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "0 []\n", "")
+
+
+# ------------------------------------------------------------------ sources
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--progress-source", "dir:/x"],
+            "slurm_ft.progress.source: expected KIND:PATH with KIND one of iteration-file, checkpoint-dir, "
+            "file, got 'dir:/x'",
+        ),
+        (
+            ["--progress-source", "file:/x", "--progress-pattern", r"s(\d+)"],
+            "slurm_ft.progress.source: a progress pattern applies only to checkpoint-dir: sources, not file:",
+        ),
+        (
+            ["--progress-source", "checkpoint-dir:/x", "--progress-pattern", "s"],
+            "slurm_ft.progress.source: progress pattern 's' must have exactly one group (the step)",
+        ),
+    ],
+)
+def test_a_bad_source_is_bad_input(
+    tmp_path: Path, job: tuple[Path, Path], args: list[str], line: str
+) -> None:
+    state, _ = job
+    one_error_line(run("check", "--state-dir", str(state), *args, cwd=tmp_path), line)
+
+
+def test_without_a_source_the_guard_is_off_and_says_so(tmp_path: Path, job: tuple[Path, Path]) -> None:
+    state, _ = job
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from slurm_ft.config import ProgressSettings
+        from slurm_ft.progress import ProgressTracker
+        from slurm_ft.statedir import StateDir
+
+        tracker = ProgressTracker(StateDir(Path(sys.argv[1])), ProgressSettings(), 0)
+        print(tracker.start_line())
+        for cycle in range(3):
+            assert tracker.before_cycle(cycle) is None
+            tracker.after_cycle(cycle, "worker-failed")
+        """
+    )
+    launcher = subprocess.run(
+        [sys.executable, "-c", script, str(state)], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert launcher.stdout == "no progress source: the no-progress guard is off\n"
+    proc = run("check", "--state-dir", str(state), cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "no progress source: the no-progress guard is off: another attempt may run\n",
+    )
+    status = run("status", "--state-dir", str(state), cwd=tmp_path)
+    assert "source: none (no progress source: the no-progress guard is off)" in status.stdout
+    assert status.stdout.count("not judged") == 3

@@ -4,8 +4,9 @@ The writer does what trainers do (open with truncation, then write), and makes i
 every number goes out in two pieces with a pause between them, so a reader that trusts one
 read sees empty files and prefixes (``10`` of ``1002345``) that parse as valid, smaller
 iterations. Every value the writer writes has seven digits and is ``BASE + STEP * i``, so
-a torn prefix can never be mistaken for a written value. The reader under test must only
-ever return a value the writer wrote, in non-decreasing order, or flag the reading.
+a torn prefix can never be mistaken for a written value. A confirmed reading must believe a
+value that did not count as progress only when every look agreed, and the guard must never
+stop a writer that keeps advancing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import pytest
 
 from slurm_ft import atomicfile
 from slurm_ft.config import ProgressSettings
-from slurm_ft.progress import IterationReading, ProgressTracker, parse_iteration, read_iteration
+from slurm_ft.progress import ProgressTracker, Reading, parse_iteration
+from slurm_ft.progress.reading import PendingReading, settled
+from slurm_ft.progress.sources import ITERATION_FILE, SourceSpec
 from slurm_ft.statedir import StateDir
 from tests.support.procs import MARKER_VAR, describe, new_marker, pids_with_marker
 
@@ -76,21 +79,22 @@ class NaiveReader(threading.Thread):
                 self.torn += 1
 
 
-def test_reader_racing_a_non_atomic_writer_never_returns_a_torn_value(tmp_path: Path) -> None:
+def test_the_hazard_is_real_and_settled_readings_never_believe_a_torn_stall(tmp_path: Path) -> None:
+    """A naive reader sees torn values; the confirmed reading the guard uses before a stop
+    never reports a value the writer did not write as a valid one."""
     path = tmp_path / "latest_checkpointed_iteration.txt"
     atomicfile.write_bytes(path, str(BASE).encode())
+    spec = SourceSpec(ITERATION_FILE, str(path))
     marker = new_marker()
     writer = start_writer(path, marker)
     stop = threading.Event()
     naive = NaiveReader(path, stop)
     naive.start()
-    readings: list[IterationReading] = []
-    floor = BASE  # the writer only goes up: anything lower needs confirming, as in the tracker
+    readings: list[Reading] = []
     try:
         while writer.poll() is None:
-            readings.append(read_iteration(str(path), floor=floor))
-            if readings[-1].valid:
-                floor = readings[-1].iteration
+            # "Counts" never: every reading must then hold still to be believed.
+            readings.append(settled(PendingReading(spec, 10, looks=3, spacing=0.01), lambda _r: False))
         out, _ = writer.communicate(timeout=30)
     finally:
         stop.set()
@@ -100,38 +104,32 @@ def test_reader_racing_a_non_atomic_writer_never_returns_a_torn_value(tmp_path: 
             writer.wait(timeout=10)
     assert writer.returncode == 0
     last = int(out.strip())
-    readings.append(read_iteration(str(path), floor=floor))
-
+    readings.append(settled(PendingReading(spec, 10, looks=3, spacing=0.01), lambda _r: False))
     valid = [r.iteration for r in readings if r.valid]
-    flagged = [r for r in readings if not r.valid]
     wrong = [v for v in valid if not written(v, last)]
     assert wrong == [], f"torn values returned as valid: {wrong[:10]}"
-    assert valid == sorted(valid), "a later reading went backwards"
     assert valid[-1] == last, "the final, quiet file must read as the last value written"
-    assert len(valid) >= 5, f"only {len(valid)} valid readings out of {len(readings)}"
-    for r in flagged:
-        assert r.warning is not None and r.warning.startswith(
-            f"checkpoint iteration file {path} did not parse"
-        )
-    print(f"readings: {len(valid)} valid, {len(flagged)} flagged; naive torn reads: {naive.torn}")
+    print(f"readings: {len(valid)} valid of {len(readings)}; naive torn reads: {naive.torn}")
     assert naive.torn > 0, "the writer never exposed a torn state; the test would prove nothing"
     assert pids_with_marker(marker) == [], describe(pids_with_marker(marker))
 
 
-def test_tracker_verdicts_racing_a_non_atomic_writer(tmp_path: Path) -> None:
-    """Cycles while the writer runs: every cycle progresses, or is flagged; none goes backwards."""
+def test_tracker_never_stops_a_writer_that_keeps_advancing(tmp_path: Path) -> None:
+    """Cycles while the writer runs, with the strictest guard (one cycle without progress
+    stops): early looks may be torn, but one that would stop the job is confirmed, and a
+    writer that keeps advancing is never stopped."""
     path = tmp_path / "latest_checkpointed_iteration.txt"
     atomicfile.write_bytes(path, str(BASE).encode())
     state = StateDir(tmp_path / "state")
-    settings = ProgressSettings(str(path), max_no_progress_cycles=10_000, min_progress_iterations=1)
-    warnings: list[str] = []
-    tracker = ProgressTracker(state, settings, attempt=0, on_warning=warnings.append)
+    settings = ProgressSettings(str(path), max_no_progress_cycles=1, min_progress_iterations=1)
+    tracker = ProgressTracker(state, settings, attempt=0)
     marker = new_marker()
     writer = start_writer(path, marker)
     cycle = 0
     try:
         while writer.poll() is None:
-            assert tracker.before_cycle(cycle) is None
+            assert tracker.before_cycle(cycle) is None, tracker.ledger.cycles[-3:]
+            tracker.begin_reading()
             tracker.after_cycle(cycle, "worker-failed")
             cycle += 1
         writer.communicate(timeout=30)
@@ -141,15 +139,5 @@ def test_tracker_verdicts_racing_a_non_atomic_writer(tmp_path: Path) -> None:
             writer.wait(timeout=10)
     assert writer.returncode == 0
     assert cycle >= 5
-    ledger = tracker.ledger
-    assert [c.cycle for c in ledger.cycles] == list(range(cycle))
-    for c in ledger.cycles:
-        assert written(c.iteration_start, BASE + STEP * REWRITES), c
-        if c.warnings:
-            assert c.progressed is False or not any(w.startswith("end:") for w in c.warnings)
-            continue
-        assert c.iteration_end is not None and c.iteration_end >= c.iteration_start, c
-        assert c.progressed is (c.iteration_end > c.iteration_start), c
-    flagged_cycles = sum(1 for c in ledger.cycles if any(w.startswith("end:") for w in c.warnings))
-    assert len([w for w in warnings if "did not parse" in w]) >= flagged_cycles
+    assert [c.cycle for c in tracker.ledger.cycles] == list(range(cycle))
     assert pids_with_marker(marker) == [], describe(pids_with_marker(marker))

@@ -23,11 +23,12 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "sbatch_templates"
 TRAINER = REPO / "scripts" / "examples" / "train_ddp.py"
+SNAPSHOT_TRAINER = REPO / "scripts" / "examples" / "train_snapshot.py"
 
 
 def prepare(cluster, name: str, template: str = "train_requeue.sbatch") -> Path:
     work = cluster.workdir(name)
-    for src in (TEMPLATES / template, TRAINER):
+    for src in (TEMPLATES / template, TRAINER, SNAPSHOT_TRAINER):
         dst = work / src.name
         shutil.copy(src, dst)
         cluster.write(dst, dst.read_text())
@@ -122,6 +123,10 @@ def test_rank_crash_once_restarts_in_job_and_finishes(slurm_cluster):
 @pytest.mark.timeout(420)
 def test_crash_before_checkpoint_is_stopped_by_the_guard_across_requeues(slurm_cluster):
     work = prepare(slurm_cluster, "no-progress")
+    # The iteration file exists (an earlier checkpoint at 0): a source that never existed
+    # would leave the guard off, and MAX_REQUEUES alone would bound the job.
+    it_file = work / "ckpt" / "latest_checkpointed_iteration.txt"
+    slurm_cluster.write(it_file, "0\n")
     env = knobs(
         slurm_cluster,
         work,
@@ -177,6 +182,92 @@ def test_job_that_checkpoints_between_crashes_is_requeued_until_it_finishes(slur
     assert outcome(work, job.job_id)["exit_code"] == 0
     status = progress_check(work, job.job_id, env)
     assert status.returncode == 0, status.stdout + status.stderr
+    slurm_cluster.assert_no_user_processes()
+
+
+def snapshot_knobs(cluster, work: Path, **extra: str) -> dict[str, str]:
+    """The DDP-tutorial-shaped trainer: one snapshot.pt, no iteration file."""
+    snapshot = work / "ckpt" / "snapshot.pt"
+    values = {
+        "TRAIN_SCRIPT": str(work / "train_snapshot.py"),
+        "TRAIN_SNAPSHOT": str(snapshot),
+        "TRAIN_EPOCHS": "30",
+        "TRAIN_SAVE_EVERY": "5",
+        "CHECKPOINT_ITERATION_FILE": "",
+        "PROGRESS_SOURCE": f"file:{snapshot}",
+        "NPROC_PER_NODE": "1",
+    }
+    return knobs(cluster, work, **{**values, **extra})
+
+
+@pytest.mark.timeout(300)
+def test_snapshot_trainer_killed_twice_after_fresh_snapshots_finishes(slurm_cluster):
+    """The issue's case: killed in cycle 0 at epoch 12 and in cycle 1 at epoch 22, each time
+    after a new snapshot; with its snapshot as the progress source it finishes in cycle 2."""
+    work = prepare(slurm_cluster, "snapshot-progress")
+    env = snapshot_knobs(slurm_cluster, work, TRAIN_CRASH="0:12,1:22", TRAIN_CRASH_RANK="1")
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=260)
+    out = batch_output(work)
+    assert fields["JobState"] == "COMPLETED", out
+    assert fields["Restarts"] == "0", out
+    logs = cycle_logs(work)
+    assert sorted(logs) == [0, 1, 2]
+    assert re.search(r"^1: rank 1: killed at epoch 12$", logs[0], re.M)
+    assert re.search(r"^0: rank 0: resuming from snapshot at epoch 10$", logs[1], re.M)
+    assert re.search(r"^1: rank 1: killed at epoch 22$", logs[1], re.M)
+    assert re.search(r"^0: rank 0: resuming from snapshot at epoch 20$", logs[2], re.M)
+    assert re.search(r"^0: rank 0: finished at epoch 30$", logs[2], re.M)
+    status = subprocess.run(
+        ["slurm-ft-progress", "status", "--json", "--state-dir", str(state_dir(work, job.job_id))],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    doc = json.loads(status.stdout)
+    assert doc["policy"]["source"] == f"file:{work / 'ckpt' / 'snapshot.pt'}"
+    assert [(c["cycle"], c["progressed"]) for c in doc["cycles"]] == [(0, True), (1, True), (2, True)]
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_snapshot_trainer_that_never_advances_is_stopped_with_93(slurm_cluster):
+    """Killed at epoch 7 in every cycle: the snapshot of epoch 5 is never replaced again."""
+    work = prepare(slurm_cluster, "snapshot-stuck")
+    env = snapshot_knobs(slurm_cluster, work, TRAIN_CRASH="*:7", TRAIN_CRASH_RANK="0", MAX_RESTARTS="5")
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=1", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=260)
+    out = batch_output(work)
+    # cycle 0 saves epoch 5 (progress), cycles 1 and 2 do not: stopped before cycle 3.
+    assert exit_code(fields) == 93, out
+    assert fields["Restarts"] == "0", out
+    result = outcome(work, job.job_id)
+    assert result["exit_code"] == 93
+    assert result["reason"] == (
+        f"no progress: no progress in the last 2 cycles (file:{work / 'ckpt' / 'snapshot.pt'} not replaced)"
+    )
+    assert sorted(cycle_logs(work)) == [0, 1, 2]
+    assert "stopped for good: no progress" in out
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_without_a_progress_source_max_requeues_bounds_the_job(slurm_cluster):
+    """Killed before its first snapshot, every time, with no source: the guard judges
+    nothing, so the template requeues MAX_REQUEUES times and then stops with the launchers' code."""
+    work = prepare(slurm_cluster, "no-source")
+    env = snapshot_knobs(
+        slurm_cluster, work, TRAIN_CRASH="*:1", PROGRESS_SOURCE="", MAX_RESTARTS="0", MAX_REQUEUES="1"
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=1", env=env)
+    fields = slurm_cluster.wait_final(job, timeout=260)
+    out = batch_output(work)
+    assert fields["Restarts"] == "1", out
+    assert exit_code(fields) == 1, out
+    assert out.count("no progress source: the no-progress guard is off; at most MAX_REQUEUES=1 requeues") == 2
+    assert "not requeueing: the progress guard judges nothing" in out
+    assert sorted(cycle_logs(work)) == [0, 1]
     slurm_cluster.assert_no_user_processes()
 
 

@@ -32,8 +32,8 @@ def frame(chunks: list[bytes], rank: int, width: int, cap: int) -> tuple[bytes, 
     framer = LineFramer(rank, width, cap)
     out, lines = [], 0
     for chunk in chunks:
-        data, n = framer.feed(chunk)
-        out.append(data)
+        parts, n = framer.feed_parts(chunk)
+        out.append(b"".join(parts))  # the pieces are only valid until the next call
         lines += n
         assert framer.pending_bytes <= cap
     data, n = framer.finish()
@@ -90,7 +90,7 @@ def test_never_ending_line_is_emitted_in_pieces_as_it_arrives() -> None:
     framer = LineFramer(0, 1, 64)
     emitted = 0
     for _ in range(1000):
-        data, _ = framer.feed(b"y" * 50)
+        data = b"".join(framer.feed_parts(b"y" * 50)[0])
         emitted += len(data)
         assert framer.pending_bytes <= 64
     assert emitted > 1000 * 50 - 64 - 1

@@ -97,9 +97,35 @@ def test_markdown_block_has_machine_date_command_and_bold_misses() -> None:
     md = table.markdown(_doc())
     assert "2026-12-02 17:00 UTC" in md and "AMD EPYC, 2 cores" in md and "torch 2.13.0" in md
     assert "`python -m benchmarks`" in md
-    assert "| 1 | launch | 1.200 s | 1.000 s | 1.20x | <= 1.05x | **MISS** |" in md
+    assert "| 1 | launch | 1.200 s | 1.000 s | 1.20x | — | <= 1.05x | **MISS** |" in md
     assert "a\\|b" in md
     assert md.rstrip().endswith("- simulated")
+
+
+def test_reference_is_measured_beside_the_figure_and_judged_as_a_ratio() -> None:
+    # The log goal: at least 1500 MB/s and at least half of writing the file directly.
+    targets = [Target("min", 1500.0), Target("ref_ratio_min", 0.5)]
+    slow = Row(3, "log", "MB/s", summarize([1600.0]), None, targets, reference=summarize([3400.0]))
+    fast = Row(3, "log", "MB/s", summarize([1800.0]), None, targets, reference=summarize([3400.0]))
+    unmeasured = Row(3, "log", "MB/s", summarize([1800.0]), None, targets)
+    assert (slow.passed, fast.passed, unmeasured.passed) == (False, True, None)
+    doc = Row(
+        4,
+        "health",
+        "s",
+        summarize([0.05]),
+        None,
+        [Target("max", 0.06)],
+        reference=summarize([0.02, 0.025, 0.03]),
+        reference_label="python -c pass",
+    ).to_json()
+    assert doc["reference_label"] == "python -c pass" and doc["ref_ratio"] == 2.0
+    cells = table.cells(doc)
+    assert cells[5] == "python -c pass: 0.025 s (0.020–0.030, n=3); ours 2.00x"
+    assert (cells[6], cells[-1]) == ("<= 0.06 s", "pass")
+    assert Target("ref_ratio_min", 0.5).text("MB/s") == ">= 0.5x reference"
+    zero = Row(6, "cpu", "%", summarize([0.04]), None, [], reference_label="0 (idle)").to_json()
+    assert table.cells(zero)[5] == "0 (idle)"
 
 
 def test_replace_block_between_markers() -> None:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_ft import config
 from slurm_ft.compat import argv as compat_argv
 from slurm_ft.compat import ftlauncher as ft
 from slurm_ft.compat.errors import CompatError
-
-KNOWN = set(config.KEY_TYPES) | {"hang.rank_section_timeouts", "hang.rank_heartbeat_timeout"}
 
 
 @pytest.mark.parametrize(
@@ -27,7 +24,7 @@ def test_every_spelling_is_one_option(written: str) -> None:
 
 def test_yaml_first_then_options() -> None:
     section = {"checkpoint_iteration_file": "/a", "min_progress_iterations": 5}
-    t = ft.translate([("--ft-checkpoint-iteration-file", "/b")], section, KNOWN)
+    t = ft.translate([("--ft-checkpoint-iteration-file", "/b")], section)
     assert t.overrides == {"progress.checkpoint_iteration_file": "/b", "progress.min_progress_iterations": 5}
 
 
@@ -39,31 +36,22 @@ def test_section_is_found_nested_shallowest_first() -> None:
 
 
 def test_section_timeouts_become_the_hang_text_form() -> None:
-    t = ft.translate([("--ft-rank-section-timeouts", "setup:600, step:180,ckpt:none")], None, KNOWN)
+    t = ft.translate([("--ft-rank-section-timeouts", "setup:600, step:180,ckpt:none")], None)
     assert t.overrides == {"hang.rank_section_timeouts": "setup=600,step=180"}
-    t = ft.translate([], {"rank_section_timeouts": {"setup": 900, "step": None}}, KNOWN)
+    t = ft.translate([], {"rank_section_timeouts": {"setup": 900, "step": None}})
     assert t.overrides == {"hang.rank_section_timeouts": "setup=900"}
-
-
-def test_hang_options_wait_for_the_hang_settings() -> None:
-    with pytest.raises(
-        CompatError, match=r"--ft-rank-out-of-section-timeout: not supported yet \(hang detection"
-    ):
-        ft.translate(
-            [("--ft-rank-out-of-section-timeout", "300")], None, set(config.KEY_TYPES) - {"hang.timeout"}
-        )
 
 
 def test_health_check_edits() -> None:
     t = ft.translate(
-        [("--ft-enable-nic-healthcheck", "true"), ("--ft-storage-health-check-path", "/d,/e")], None, KNOWN
+        [("--ft-enable-nic-healthcheck", "true"), ("--ft-storage-health-check-path", "/d,/e")], None
     )
     assert ft.merge_checks(["gpu"], t) == ["gpu", "nic", "storage"]
     assert t.overrides["health.nic_mode"] == "transition"
-    t = ft.translate([], {"enable_nic_healthcheck": False}, KNOWN)
+    t = ft.translate([], {"enable_nic_healthcheck": False})
     assert ft.merge_checks(["nic", "storage", "gpu"], t) == ["storage", "gpu"]
     with pytest.raises(CompatError, match="paths must be absolute"):
-        ft.translate([("--ft-storage-health-check-path", "rel")], None, KNOWN)
+        ft.translate([("--ft-storage-health-check-path", "rel")], None)
 
 
 @pytest.mark.parametrize(
@@ -90,12 +78,12 @@ def test_health_check_edits() -> None:
 )
 def test_refused_by_name(options, section, message: str) -> None:
     with pytest.raises(CompatError) as err:
-        ft.translate(options, section, KNOWN)
+        ft.translate(options, section)
     assert str(err.value).startswith(message)
 
 
 def test_off_values_of_unsupported_options_ask_for_nothing() -> None:
-    t = ft.translate([("--ft-pci-topo-file", ""), ("--ft-segment", "none")], {"log_level": None}, KNOWN)
+    t = ft.translate([("--ft-pci-topo-file", ""), ("--ft-segment", "none")], {"log_level": None})
     assert t.overrides == {}
 
 

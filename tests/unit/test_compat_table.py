@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft import config
 from slurm_ft.cli.launch import UsageError, interpret
 from slurm_ft.compat import table
 from slurm_ft.compat.errors import CompatError
 from slurm_ft.compat.ftlauncher import Kind
 
 REPO = Path(__file__).resolve().parents[2]
-HANG = "hang.timeout" in config.KEY_TYPES  # the lead's hang settings turn the hang rows on
 
 Check = Callable[..., None]
 REFUSED = "refused"
@@ -62,8 +60,8 @@ def checks(on: set[str], off: set[str] = frozenset()) -> Check:
 
 
 def hang(text: str, key: str, value: object) -> tuple[str, Check | str]:
-    """Until this version has the hang settings, the rank-monitor options are refused."""
-    return (text, setting(key, value)) if HANG else (text, REFUSED)
+    """A rank-monitor option: sets its hang setting."""
+    return (text, setting(key, value))
 
 
 def accepted(it) -> None:

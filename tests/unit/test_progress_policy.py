@@ -11,9 +11,9 @@ from slurm_ft.config import ProgressSettings
 from slurm_ft.progress import (
     INTERRUPTED,
     CycleEntry,
-    IterationReading,
     Ledger,
     LedgerError,
+    Reading,
     close_cycle,
     effective_policy,
     last_iteration,
@@ -23,7 +23,9 @@ from slurm_ft.progress import (
     open_cycle,
     provisional_view,
     reset_streak,
+    revise_last,
     stop_reason,
+    would_stop,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -32,11 +34,11 @@ GARBAGE = "garbage"
 FILE = "/ckpt/latest_checkpointed_iteration.txt"
 
 
-def reading(value: int | str) -> IterationReading:
+def reading(value: int | str) -> Reading:
     if value == GARBAGE:
-        return IterationReading(0, f"checkpoint iteration file {FILE} did not parse")
+        return Reading(0, f"progress source iteration-file:{FILE}: it is empty; counting as no progress")
     assert isinstance(value, int)
-    return IterationReading(value)
+    return Reading(value)
 
 
 def settings(k: int = 2, m: int = 1, file: str | None = FILE) -> ProgressSettings:
@@ -88,7 +90,7 @@ def simulate(case: Case) -> str:
         decisions += "s" if reason else "r"
         if reason or cycle == len(case.ends):
             break
-        ledger = open_cycle(ledger, cycle, 0, reading(values[cycle]), None)
+        ledger = open_cycle(ledger, cycle, 0, reading(values[cycle]), None, settings())
         ledger = close_cycle(ledger, reading(values[cycle + 1]), "worker-failed", policy, None)
     return decisions
 
@@ -101,18 +103,19 @@ def test_policy_sequences(case: Case) -> None:
 def test_stop_reason_text_names_the_count_and_the_iteration() -> None:
     ledger = Ledger()
     for cycle in range(2):
-        ledger = open_cycle(ledger, cycle, 0, reading(1200), None)
+        ledger = open_cycle(ledger, cycle, 0, reading(1200), None, settings())
         ledger = close_cycle(ledger, reading(1200), "worker-failed", settings(), None)
     assert stop_reason(ledger, settings()) == "no progress in the last 2 cycles (iteration stuck at 1200)"
 
 
-def test_no_iteration_file_never_stops() -> None:
+def test_no_source_configured_judges_nothing() -> None:
     policy = settings(file=None)
     ledger = Ledger()
     for cycle in range(5):
-        ledger = open_cycle(ledger, cycle, 0, reading(0), None)
+        ledger = open_cycle(ledger, cycle, 0, reading(0), None, policy)
         ledger = close_cycle(ledger, reading(0), "worker-failed", policy, None)
-    assert ledger.streak == 5
+    assert ledger.streak == 0
+    assert [c.progressed for c in ledger.cycles] == [None] * 5
     assert stop_reason(ledger, policy) is None
 
 
@@ -128,7 +131,7 @@ def test_no_iteration_file_never_stops() -> None:
     ],
 )
 def test_every_outcome_counts_by_the_same_rule(outcome: str, end: int, progressed: bool) -> None:
-    ledger = open_cycle(Ledger(), 0, 0, reading(0), None)
+    ledger = open_cycle(Ledger(), 0, 0, reading(0), None, settings())
     ledger = close_cycle(ledger, reading(end), outcome, settings(), None)
     assert ledger.cycles[-1].progressed is progressed
     assert ledger.cycles[-1].outcome == outcome
@@ -148,7 +151,7 @@ def test_continuation_across_attempts_counts_in_total() -> None:
         if reason:
             ledger = mark_stopped(ledger, attempt, cycle, reason, None)
             break
-        ledger = open_cycle(ledger, cycle, attempt, reading(0), None)
+        ledger = open_cycle(ledger, cycle, attempt, reading(0), None, settings())
         ledger = close_cycle(ledger, reading(0), "worker-failed", policy, None)
     assert decisions == [None, None, None, "no progress in the last 3 cycles (iteration stuck at 0)"]
     assert [c.attempt for c in ledger.cycles] == [0, 1, 2]
@@ -156,18 +159,18 @@ def test_continuation_across_attempts_counts_in_total() -> None:
 
 
 def test_a_cycle_left_open_is_closed_as_interrupted() -> None:
-    ledger = open_cycle(Ledger(), 4, 1, reading(300), 10.0)
+    ledger = open_cycle(Ledger(), 4, 1, reading(300), 10.0, settings())
     assert ledger.open_cycle is not None
-    view = provisional_view(ledger, settings(), lambda _path, floor=None: reading(300))
+    view = provisional_view(ledger, settings(), reading(300))
     assert view.cycles[-1].outcome == INTERRUPTED
     assert view.streak == 1
     assert ledger.open_cycle is not None, "the view must not change the ledger it came from"
-    view = provisional_view(ledger, settings(), lambda _path, floor=None: reading(400))
+    view = provisional_view(ledger, settings(), reading(400))
     assert view.cycles[-1].progressed is True and view.streak == 0
 
 
 def test_closing_a_cycle_that_was_never_opened_uses_the_last_known_iteration() -> None:
-    ledger = open_cycle(Ledger(), 0, 0, reading(100), None)
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings())
     ledger = close_cycle(ledger, reading(200), "worker-failed", settings(), None)
     ledger = close_cycle(ledger, reading(200), "worker-failed", settings(), None, cycle=1, attempt=0)
     assert [(c.cycle, c.iteration_start, c.iteration_end) for c in ledger.cycles] == [
@@ -180,7 +183,7 @@ def test_closing_a_cycle_that_was_never_opened_uses_the_last_known_iteration() -
 def test_reset_clears_streak_and_stop_and_keeps_history() -> None:
     ledger = Ledger()
     for cycle in range(2):
-        ledger = open_cycle(ledger, cycle, 0, reading(7), None)
+        ledger = open_cycle(ledger, cycle, 0, reading(7), None, settings())
         ledger = close_cycle(ledger, reading(7), "worker-failed", settings(), None)
     ledger = mark_stopped(ledger, 0, 2, "x", None)
     after = reset_streak(ledger, 123.0, note="fixed the data loader")
@@ -190,13 +193,17 @@ def test_reset_clears_streak_and_stop_and_keeps_history() -> None:
 
 
 def test_effective_policy_prefers_explicit_settings_over_the_recorded_ones() -> None:
-    recorded = Ledger(iteration_file="/a/it.txt", max_no_progress_cycles=5, min_progress_iterations=10)
+    a = "iteration-file:/a/it.txt"
+    recorded = Ledger(source=a, max_no_progress_cycles=5, min_progress_iterations=10)
     defaults = ProgressSettings()
-    assert effective_policy(defaults, recorded, set()) == ProgressSettings("/a/it.txt", 5, 10)
+    assert effective_policy(defaults, recorded, set()) == ProgressSettings(None, 5, 10, source=a)
     given = ProgressSettings("/b/it.txt", 3, 1)
     assert effective_policy(given, recorded, {"progress.max_no_progress_cycles"}) == ProgressSettings(
-        "/a/it.txt", 3, 10
+        None, 3, 10, source=a
     )
+    # The source and its older spelling are one setting: either given explicitly wins.
+    for key in ("progress.checkpoint_iteration_file", "progress.source"):
+        assert effective_policy(given, recorded, {key}) == ProgressSettings("/b/it.txt", 5, 10)
     assert effective_policy(given, None, set()) == given
 
 
@@ -210,7 +217,7 @@ def test_last_iteration() -> None:
 
 def test_ledger_json_round_trip() -> None:
     ledger = Ledger()
-    ledger = open_cycle(ledger, 0, 0, reading(GARBAGE), 1.5)
+    ledger = open_cycle(ledger, 0, 0, reading(GARBAGE), 1.5, settings())
     ledger = close_cycle(ledger, reading(10), "signal-SIGTERM", settings(), 2.5)
     ledger = reset_streak(ledger, 3.0)
     ledger = mark_stopped(ledger, 1, 1, "why", 4.0)
@@ -241,3 +248,117 @@ def test_ledger_validation_names_what_is_wrong(doc: object, message: str) -> Non
     with pytest.raises(LedgerError) as info:
         ledger_from_json(doc)
     assert str(info.value) == message
+
+
+ABSENT = Reading(0, present=False)
+
+
+def test_a_source_that_never_existed_judges_nothing() -> None:
+    """A trainer that writes nothing the guard can see is never stopped for it (MAX_REQUEUES
+    in the template bounds it instead); the cycles are recorded, not judged."""
+    ledger = Ledger()
+    for cycle in range(4):
+        ledger = open_cycle(ledger, cycle, 0, ABSENT, None, settings())
+        ledger = close_cycle(ledger, ABSENT, "worker-failed", settings(), None)
+    assert ledger.streak == 0
+    assert [c.progressed for c in ledger.cycles] == [None] * 4
+    assert stop_reason(ledger, settings()) is None
+
+
+def test_judging_starts_once_the_source_has_existed() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, ABSENT, None, settings())
+    ledger = close_cycle(ledger, reading(100), "worker-failed", settings(), None)
+    assert ledger.cycles[-1].progressed is True
+    for cycle in (1, 2):
+        # The file disappears again (deleted by hand): now that counts against the job.
+        ledger = open_cycle(ledger, cycle, 0, reading(100), None, settings())
+        ledger = close_cycle(ledger, ABSENT, "worker-failed", settings(), None)
+    assert stop_reason(ledger, settings()) == "no progress in the last 2 cycles (iteration stuck at 0)"
+
+
+FILE_SOURCE = ProgressSettings(source="file:/ckpt/snapshot.pt")
+
+
+def snapshot(mark: str) -> Reading:
+    return Reading(0, mark=mark)
+
+
+def test_a_file_source_counts_each_replacement_as_one_step() -> None:
+    ledger = Ledger()
+    marks = ["a", "b", "c", "c", "c"]  # replaced in cycles 0 and 1, then never again
+    decisions = []
+    for cycle in range(len(marks) - 1):
+        reason = stop_reason(ledger, FILE_SOURCE)
+        decisions.append(reason)
+        if reason:
+            break
+        ledger = open_cycle(ledger, cycle, 0, snapshot(marks[cycle]), None, FILE_SOURCE)
+        ledger = close_cycle(ledger, snapshot(marks[cycle + 1]), "worker-failed", FILE_SOURCE, None)
+    assert [(c.iteration_start, c.iteration_end, c.progressed) for c in ledger.cycles] == [
+        (0, 1, True),
+        (1, 2, True),
+        (2, 2, False),
+        (2, 2, False),
+    ]
+    assert (
+        stop_reason(ledger, FILE_SOURCE)
+        == "no progress in the last 2 cycles (file:/ckpt/snapshot.pt not replaced)"
+    )
+    assert ledger_from_json(json.loads(json.dumps(ledger_to_json(ledger)))) == ledger
+
+
+def test_a_file_source_that_appears_during_the_cycle_is_progress() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, ABSENT, None, FILE_SOURCE)
+    ledger = close_cycle(ledger, snapshot("a"), "signal-SIGTERM", FILE_SOURCE, None)
+    assert (ledger.cycles[-1].progressed, ledger.streak) == (True, 0)
+
+
+def test_a_ledger_written_before_sources_reads_as_its_iteration_file() -> None:
+    doc = {"version": 1, "cycles": [], "streak": 1, "iteration_file": FILE, "max_no_progress_cycles": 1}
+    ledger = ledger_from_json(doc)
+    assert (ledger.source, ledger.seen_source) == (f"iteration-file:{FILE}",) * 2
+    policy = effective_policy(ProgressSettings(), ledger, set())
+    assert stop_reason(ledger, policy) == "no progress in the last 1 cycles (no iteration read)"
+
+
+def test_a_save_that_shows_only_at_the_next_start_revises_the_last_cycle() -> None:
+    """The early look closed cycle 1 as no progress; the next start finds its save."""
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings())
+    ledger = close_cycle(ledger, reading(100), "worker-failed", settings(), None)
+    ledger = open_cycle(ledger, 1, 0, reading(100), None, settings())
+    ledger = close_cycle(ledger, reading(100), "signal-SIGTERM", settings(), None)
+    assert ledger.streak == 2
+    revised = revise_last(ledger, settings(), reading(150))
+    assert (revised.cycles[-1].iteration_end, revised.cycles[-1].progressed, revised.streak) == (150, True, 0)
+    assert revised.cycles[0] == ledger.cycles[0]
+    assert stop_reason(revised, settings()) is None
+    for unchanged in (reading(100), reading(GARBAGE), ABSENT):
+        assert revise_last(ledger, settings(), unchanged) == ledger
+
+
+def test_revision_leaves_open_and_progressed_cycles_alone() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings())
+    assert revise_last(ledger, settings(), reading(200)) == ledger
+    ledger = close_cycle(ledger, reading(150), "worker-failed", settings(), None)
+    assert revise_last(ledger, settings(), reading(200)) == ledger
+
+
+def test_a_file_source_revision_compares_marks() -> None:
+    ledger = open_cycle(Ledger(), 0, 0, snapshot("a"), None, FILE_SOURCE)
+    ledger = close_cycle(ledger, snapshot("a"), "signal-SIGTERM", FILE_SOURCE, None)
+    assert revise_last(ledger, FILE_SOURCE, snapshot("a")) == ledger
+    revised = revise_last(ledger, FILE_SOURCE, snapshot("b"))
+    assert (revised.cycles[-1].progressed, revised.cycles[-1].mark_end, revised.streak) == (True, "b", 0)
+
+
+def test_a_look_that_did_not_answer_judges_nothing() -> None:
+    """A hung or overloaded mount is no evidence against the job: the cycle is not judged."""
+    silent = Reading(
+        0, "progress source ... did not answer within 5 s (a hung mount?); not judged", False, None, False
+    )
+    ledger = open_cycle(Ledger(), 0, 0, reading(100), None, settings(k=1))
+    assert not would_stop(ledger, settings(k=1), silent)
+    ledger = close_cycle(ledger, silent, "worker-failed", settings(k=1), None)
+    assert (ledger.cycles[-1].progressed, ledger.streak) == (None, 0)
+    assert ledger.cycles[-1].warnings == [f"end: {silent.warning}"]
+    assert stop_reason(ledger, settings(k=1)) is None

@@ -1,0 +1,165 @@
+"""Node 0's guard, driven by the launcher around every cycle, and the reading rule it shares
+with ``slurm-ft-progress check``.
+
+The restart path does not wait for the guard unless the guard's decision depends on it:
+
+* a reading can be started while the workers are being stopped (:meth:`begin_reading`)
+  and is collected by :meth:`ProgressTracker.after_cycle`; without that call,
+  ``after_cycle`` takes one look itself (one short child process);
+* that one look is believed unless it is what would make the guard stop the job; only
+  then are the looks repeated for about a second (:func:`reading.settled`), after the
+  workers are gone;
+* the end reading of a cycle is the start reading of the next one: ``before_cycle`` reads
+  nothing more in the same launcher; a new attempt's launcher reads once.
+
+A look taken while the workers are still being stopped may miss a checkpoint they finish
+while stopping. It is never lost and never makes the guard stop a job: a look that would
+stop the job is repeated after the workers are gone; otherwise, in the same launcher, the
+next cycle starts from that same early look and so counts the save, and in a new attempt
+(after a requeue) the first look revises the last cycle to progress
+(:func:`policy.revise_last`). It can at most delay a stop by one cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from slurm_ft.config import ProgressSettings
+from slurm_ft.progress import policy
+from slurm_ft.progress.ledger import INTERRUPTED, Ledger, load_ledger, save_ledger
+from slurm_ft.progress.reading import CONFIRM_LOOKS, PendingReading, Reading, first, settled
+from slurm_ft.progress.sources import SourceSpec
+
+if TYPE_CHECKING:
+    from slurm_ft.statedir import StateDir
+
+ABSENT = Reading(0, present=False)
+
+
+def confirmed(ledger: Ledger, settings: ProgressSettings, spec: SourceSpec, quick: Reading) -> Reading:
+    """``quick`` when it cannot stop the job; else the reading of several looks, taken now."""
+    if not policy.would_stop(ledger, settings, quick):
+        return quick
+    pending = PendingReading(spec, settings.read_timeout, looks=CONFIRM_LOOKS)
+    return settled(pending, lambda r: policy.counts_as_progress(ledger, settings, r))
+
+
+def read_for_verdict(ledger: Ledger, settings: ProgressSettings) -> Reading | None:
+    """How ``slurm-ft-progress`` closes a cycle left open; None when there is nothing to read."""
+    spec = policy.configured_source(settings)
+    if spec is None or ledger.open_cycle is None or not policy.policy_enabled(settings):
+        return None
+    return confirmed(ledger, settings, spec, first(PendingReading(spec, settings.read_timeout)))
+
+
+class ProgressTracker:
+    """The guard of one launcher (node 0).
+
+    The ledger is re-read from disk at every call so that ``slurm-ft-progress reset`` run
+    while the job is alive takes effect at the next cycle boundary instead of being
+    overwritten by this process's stale copy. The source is first read as soon as the
+    tracker exists, so that :meth:`start_line` and the first ``before_cycle`` find it done.
+    """
+
+    def __init__(
+        self,
+        state: StateDir,
+        settings: ProgressSettings,
+        attempt: int,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
+        self._path = state.ledger
+        self._settings = settings
+        self._spec = policy.configured_source(settings)
+        self._attempt = attempt
+        self._clock = clock
+        self._on_warning = on_warning
+        self.ledger = load_ledger(self._path) or Ledger()
+        self._pending: PendingReading | None = None
+        self._fresh: Reading | None = None  # taken with no workers running: the next start
+        self.begin_reading()
+
+    def begin_reading(self) -> PendingReading | None:
+        """Start a look at the source now and return at once (None: no source); the next call
+        that needs a reading collects it. Meant for the moment a cycle's end is known, before
+        its workers are stopped, so that the look overlaps the stop."""
+        if self._spec is None:
+            return None
+        if self._pending is not None:
+            self._pending.abandon()
+        self._pending = PendingReading(self._spec, self._settings.read_timeout)
+        return self._pending
+
+    def start_line(self) -> str:
+        """One line for the launcher's log at start: what the guard watches, or that it is off."""
+        if self._spec is not None and self._fresh is None:
+            self._fresh = self._take()
+        present = self._fresh.present if self._fresh is not None else None
+        return policy.guard_line(self._settings, self.ledger, present)
+
+    def _take(self) -> Reading:
+        """One look: the one begun earlier, else a new one (waits at most the read timeout)."""
+        if self._spec is None:
+            return ABSENT
+        pending = self._pending or PendingReading(self._spec, self._settings.read_timeout)
+        self._pending = None
+        return first(pending)
+
+    def _end(self, ledger: Ledger, quick: Reading) -> Reading:
+        if self._spec is None:
+            return quick
+        reading = confirmed(ledger, self._settings, self._spec, quick)
+        if reading.warning and self._on_warning is not None:
+            self._on_warning(reading.warning)
+        return reading
+
+    def _reload(self) -> Ledger:
+        return policy.record_policy(load_ledger(self._path) or Ledger(), self._settings)
+
+    def _save(self, ledger: Ledger) -> None:
+        save_ledger(self._path, ledger)
+        self.ledger = ledger
+
+    def before_cycle(self, cycle: int) -> str | None:
+        """The stop reason (every launcher then exits 93), or None after recording the start."""
+        ledger = self._reload()
+        now = self._clock()
+        start = self._fresh
+        self._fresh = None
+        if ledger.open_cycle is not None:
+            start = self._end(ledger, start or self._take())
+            ledger = policy.close_cycle(ledger, start, INTERRUPTED, self._settings, now)
+        else:
+            if start is None:
+                start = self._take()
+                if start.warning and self._on_warning is not None:
+                    self._on_warning(start.warning)
+            # A no-op when ``start`` is this launcher's own end reading of that cycle.
+            ledger = policy.revise_last(ledger, self._settings, start)
+        reason = policy.stop_reason(ledger, self._settings)
+        if reason is not None:
+            self._save(policy.mark_stopped(ledger, self._attempt, cycle, reason, now))
+            if self._pending is not None:  # no look is needed any more: leave no child behind
+                self._pending.abandon()
+                self._pending = None
+            return reason
+        self._save(policy.open_cycle(ledger, cycle, self._attempt, start, now, self._settings))
+        return None
+
+    def after_cycle(self, cycle: int, outcome: str) -> None:
+        """Take the end reading (the one begun at the cycle's end, if any), update the
+        streak, save atomically. Waits only when the reading could stop the job."""
+        ledger = self._reload()
+        reading = self._end(ledger, self._take())
+        ledger = policy.close_cycle(
+            ledger, reading, outcome, self._settings, self._clock(), cycle=cycle, attempt=self._attempt
+        )
+        self._save(ledger)
+        self._fresh = reading
+
+    def stop_reason(self) -> str | None:
+        return policy.stop_reason(self.ledger, self._settings)
