@@ -31,6 +31,7 @@ FIGURES: dict[str, tuple[int, str]] = {
     "rendezvous": (5, "benchmarks.rendezvous_scale"),
     "cpu": (6, "benchmarks.launcher_cpu"),
     "hang": (7, "benchmarks.hang_detection"),
+    "spares": (8, "benchmarks.replacement_latency"),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

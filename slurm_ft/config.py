@@ -53,6 +53,9 @@ class LaunchSettings:
     nic_affinity: bool = False
     role: str = "default"
     prom_file: str | None = None
+    spare_nodes: int = 0
+    segment: int = 1
+    suspect_after: int = 2
 
 
 @dataclass
@@ -247,6 +250,11 @@ def validate(settings: Settings) -> None:
     ):
         if getattr(launch, key) <= 0:
             raise ConfigError(f"{YAML_ROOT}.launch.{key}: must be > 0, got {getattr(launch, key)}")
+    if launch.spare_nodes < 0:
+        raise ConfigError(f"{YAML_ROOT}.launch.spare_nodes: must be >= 0, got {launch.spare_nodes}")
+    for key in ("segment", "suspect_after"):
+        if getattr(launch, key) < 1:
+            raise ConfigError(f"{YAML_ROOT}.launch.{key}: must be >= 1, got {getattr(launch, key)}")
     parse_port_range(launch.rdzv_port_range)
     if launch.rdzv_port is not None and not 1 <= launch.rdzv_port <= 65535:
         raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port: must be 1-65535, got {launch.rdzv_port}")

@@ -24,12 +24,17 @@ on the machine. Each process prints one JSON line.
 Usage: rdzv_sim.py host  SIZES CYCLES PORT PEER_PROCESSES
        rdzv_sim.py peers SIZES CYCLES PORT FIRST_RANK END_RANK
 SIZES is a comma list (8,32,128,256); the largest is the number of launchers.
+With BENCH_RDZV_SPARES_EVERY=D in the environment, N // D of each size's launchers are
+spares: node 0 places the node ranks with the real ``spares.SpareBook`` (retire, place,
+decide with the placement) and every launcher derives its role from the decision with
+the real ``spares.cycle_topology``, as the agent does.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import threading
 import time
@@ -37,11 +42,18 @@ import time
 import torch.distributed as dist
 
 from slurm_ft.launch import protocol as proto
+from slurm_ft.launch import spares as spares_mod
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.policy import decide
+from slurm_ft.launch.workers import Topology
 
 OP_TIMEOUT = 120.0
 DECISION_POLL_CAP = 0.25
+SPARES_EVERY = int(os.environ.get("BENCH_RDZV_SPARES_EVERY", "0"))
+
+
+def spare_count(n: int) -> int:
+    return n // SPARES_EVERY if SPARES_EVERY else 0
 
 
 def _keys(n: int) -> proto.Keys:
@@ -81,6 +93,11 @@ def node0_decide(client: Client, i: int, n: int, spent: dict[str, float]) -> pro
     infos = client.join_records(i, n)
     spent["join_records"] = time.monotonic() - t0
     names = [info.node_name if info else f"node-rank-{k}" for k, info in enumerate(infos)]
+    book = spares_mod.SpareBook.for_job(n, spare_count(n), 1, 2) if spare_count(n) else None
+    placement = None
+    if book is not None:
+        book.note_roster(infos, ())
+        placement = book.plan(0)
     verdict = decide(
         restart=0,
         max_restarts=3,
@@ -88,10 +105,20 @@ def node0_decide(client: Client, i: int, n: int, spent: dict[str, float]) -> pro
         unhealthy=[],
         lost=[],
         missing=[names[k] for k, info in enumerate(infos) if info is None],
+        placement=placement,
     )
     if not verdict.run:
         raise RuntimeError(f"node 0 decided stop: {verdict.reason}")
-    return proto.Decision(proto.Action.RUN, i, master_port=29500, start_time=time.time(), nodes=tuple(names))
+    return proto.Decision(
+        proto.Action.RUN,
+        i,
+        master_port=29500,
+        start_time=time.time(),
+        nodes=tuple(names),
+        active=book.active if book else (),
+        spares=book.spares if book else (),
+        master_addr="127.0.0.1" if book else "",
+    )
 
 
 def host(sizes: list[int], cycles: int, port: int, peer_processes: int) -> dict:
@@ -162,6 +189,8 @@ def peers(sizes: list[int], cycles: int, port: int, first: int, end: int) -> dic
                     )
                     if got is None or not got.run:
                         raise RuntimeError(f"launcher {rank}: no run decision for cycle {i} of N={n}")
+                    base = Topology(rank, n - spare_count(n), 1, "127.0.0.1")
+                    spares_mod.cycle_topology(base, got, rank)  # None for a spare: it stands by
                     ends[n][i][rank] = time.monotonic()
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")

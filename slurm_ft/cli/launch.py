@@ -234,6 +234,25 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="a NIC down fails the node",
     )
+    # spare nodes
+    a(
+        "--spare-nodes",
+        dest="spare_nodes",
+        metavar="K",
+        help="of the job's nodes, K stand by and replace a lost, unhealthy or suspect node (default 0)",
+    )
+    a(
+        "--segment",
+        dest="segment",
+        metavar="S",
+        help="with spares, nodes are active or spare in groups of S consecutive hostlist entries",
+    )
+    a(
+        "--suspect-after",
+        dest="suspect_after",
+        metavar="M",
+        help="with spares, replace a node that hosted the first failure of M cycles in a row (default 2)",
+    )
     # hang detection (README "Hangs"); 0 turns a detector off
     a(
         "--hang-timeout",
@@ -390,6 +409,9 @@ CLI_KEYS: dict[str, str] = {
     "nic_monitor": "health.nic_monitor",
     "nic_monitor_interval": "health.nic_monitor_interval",
     "nic_monitor_fatal": "health.nic_monitor_fatal",
+    "spare_nodes": "launch.spare_nodes",
+    "segment": "launch.segment",
+    "suspect_after": "launch.suspect_after",
     "hang_timeout": "hang.timeout",
     "hang_iteration_timeout": "hang.iteration_timeout",
     "rank_heartbeat_timeout": "hang.rank_heartbeat_timeout",
@@ -415,6 +437,21 @@ def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
         text = ns.health_checks.strip().lower()
         out["health.checks"] = [] if text == "none" else ns.health_checks
     return out
+
+
+def _active_nodes(num_nodes: int, launch: config.LaunchSettings) -> int:
+    """The node count that runs workers (the world size's), after the spares."""
+    spare, seg = launch.spare_nodes, launch.segment
+    if spare >= num_nodes:
+        raise UsageError(
+            f"--spare-nodes {spare}: the job has only {num_nodes} node(s); at least one must be active"
+        )
+    if num_nodes % seg or (num_nodes - spare) % seg:
+        raise UsageError(
+            f"--segment {seg}: the job's {num_nodes} node(s) and its {num_nodes - spare} active node(s) "
+            "must both be whole segments"
+        )
+    return num_nodes - spare
 
 
 def _health_enabled(checks: Sequence[str]) -> bool:
@@ -466,11 +503,19 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
     else:
         w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
-    w(
-        f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
-        f"ranks {topo.ranks.start}-{topo.ranks.stop - 1} on this node\n"
+    spare = job.node_rank >= topo.num_nodes
+    first, last = topo.ranks.start, topo.ranks.stop - 1
+    where = (
+        "no ranks here until it replaces an active node" if spare else f"ranks {first}-{last} on this node"
     )
+    w(f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, {where}\n")
     launch = cfg.settings.launch
+    if launch.spare_nodes:
+        role = "a spare" if spare else f"node rank {job.node_rank}"
+        w(
+            f"spares: {launch.spare_nodes} of {job.num_nodes} node(s) stand by (segment {launch.segment}, "
+            f"suspect after {launch.suspect_after}); this node starts as {role}\n"
+        )
     w(
         f"restarts: max {launch.max_restarts} for the whole job; "
         f"stop timeout {launch.workers_stop_timeout}s, term timeout {launch.term_timeout}s, "
@@ -505,7 +550,7 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         cycle_info=str(cfg.state.cycle_record(0)),
     )
     argv = cfg.entry.argv(cfg.python)
-    for local in range(topo.nproc_per_node):
+    for local in range(0 if spare else topo.nproc_per_node):
         rank = topo.global_rank(local)
         env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
@@ -714,7 +759,8 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         raise UsageError(str(exc)) from None
     if job.num_nodes == 1:
         port = 0  # a single node keeps its store in process (no port, no torch import)
-    topo = wk.Topology(job.node_rank, job.num_nodes, nproc, job.master_addr, settings.launch.role)
+    active = _active_nodes(job.num_nodes, settings.launch)
+    topo = wk.Topology(job.node_rank, active, nproc, job.master_addr, settings.launch.role)
     cfg = agent_mod.AgentConfig(
         job=job,
         settings=settings,

@@ -180,6 +180,49 @@ def _open_cycle(ledger: progress.Ledger | None, view: progress.Ledger | None) ->
     }
 
 
+def _nodes(ctx: _Context) -> dict[str, Any] | None:
+    """With spare nodes (records with ``active_nodes``): who holds the node ranks in the
+    latest cycle, who stands by, every replacement of the job's cycles, and the lost and
+    suspect nodes of the last outcome. None for a job without spares."""
+    from slurm_ft.launch import records
+
+    latest: tuple[int, dict[str, Any]] | None = None
+    replaced: list[str] = []
+    for cycle in ctx.state.recorded_cycles():
+        doc = records.read_json(ctx.state.cycle_record(cycle))
+        if doc and doc.get("active_nodes"):
+            latest = (cycle, doc)
+            replaced += [f"cycle {cycle}: {r}" for r in doc.get("replacements") or []]
+    if latest is None:
+        return None
+    outcome = records.read_json(ctx.state.outcome) or {}
+    cycle, doc = latest
+    return {
+        "cycle": cycle,
+        "active": doc["active_nodes"],
+        "spare": doc.get("spare_nodes") or [],
+        "replacements": replaced,
+        "lost": outcome.get("lost_nodes") or [],
+        "suspect": outcome.get("suspect_nodes") or [],
+        "unhealthy": outcome.get("unhealthy_nodes") or [],
+    }
+
+
+def _print_nodes(nodes: dict[str, Any] | None) -> None:
+    if nodes is None:
+        return
+    none = "none"
+    print(
+        f"nodes in cycle {nodes['cycle']}: active {', '.join(nodes['active'])}; "
+        f"spare {', '.join(nodes['spare']) or none}"
+    )
+    for line in nodes["replacements"]:
+        print(f"replaced in {line}")
+    bad = [(k, nodes[k]) for k in ("lost", "suspect", "unhealthy") if nodes[k]]
+    if bad:
+        print("last attempt: " + "; ".join(f"{k} {', '.join(v)}" for k, v in bad))
+
+
 def _summary(
     ctx: _Context,
     ledger: progress.Ledger | None,
@@ -219,6 +262,7 @@ def _summary(
             "max_no_progress_cycles": policy.max_no_progress_cycles,
             "min_progress_iterations": policy.min_progress_iterations,
         },
+        "nodes": _nodes(ctx),
         "streak": view.streak if view else 0,
         "last_iteration": progress.last_iteration(view) if view else None,
         "verdict": "stop" if reason else "allow",
@@ -357,8 +401,11 @@ def cmd_status(ctx: _Context, as_json: bool) -> int:
         print(json.dumps(summary, indent=2, sort_keys=True))
     elif view is None:
         print(line)
+        _print_nodes(summary["nodes"])
     else:
         _print_table(summary, line)
+        sys.stdout.flush()
+        _print_nodes(summary["nodes"])
     return 0
 
 

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import hang, policy, wayout
+from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
@@ -62,6 +62,7 @@ class Phase(Enum):
     DECIDE = "decide"
     RUN = "run"
     WATCH = "watch"
+    STANDBY = "standby"  # a spare this cycle: no workers, only the job's view
     STOP = "stop"
     END = "end"
 
@@ -135,20 +136,31 @@ class Agent:
             decision = self._decide(i, cycle)
             if not decision.run:
                 return self._stopped(decision)
-            if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
-                return Exit(policy.unhealthy_self(self.unhealthy))
-            self._enter(Phase.RUN)
-            workers = self._start(i, cycle, decision)
-            self._enter(Phase.WATCH)
-            self.export_metrics()
-            end = member.watch(
-                i, workers, self.coordinator.judge if self.coordinator else None, self.export_metrics
-            )
-            self._enter(Phase.STOP)
-            if self.coordinator is not None:
-                self.coordinator.cycle_ending()
-            self._stop(i, cycle, decision, workers, end)
-            self.log_lost = (self.log_lost[0] + workers.log_lost[0], self.log_lost[1] + workers.log_lost[1])
+            judge = self.coordinator.judge if self.coordinator else None
+            active = len(decision.active) or self.cfg.num_nodes
+            topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
+            if topo is None:
+                self._enter(Phase.STANDBY)
+                self.ev.event(f"cycle {cycle}: standing by as a spare")
+                end = member.stand_by(i, judge, active)
+                self._enter(Phase.STOP)
+                self._cycle_ending()
+                self._stop(i, cycle, decision, None, end)
+            else:
+                if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
+                    return Exit(policy.unhealthy_self(self.unhealthy))
+                self._enter(Phase.RUN)
+                workers = self._start(i, cycle, decision, topo)
+                self._enter(Phase.WATCH)
+                self.export_metrics()
+                end = member.watch(i, workers, judge, active, self.export_metrics)
+                self._enter(Phase.STOP)
+                self._cycle_ending()
+                self._stop(i, cycle, decision, workers, end)
+                self.log_lost = (
+                    self.log_lost[0] + workers.log_lost[0],
+                    self.log_lost[1] + workers.log_lost[1],
+                )
             self.export_metrics()
             if end.kind is not WatchEndKind.FAILURE:
                 return self._after(i, cycle, end)
@@ -215,22 +227,29 @@ class Agent:
             self.books.defer(lambda: self.books.peer_close(previous, lambda: client.result(i - 1)))
         return decision
 
-    def _start(self, i: int, cycle: int, decision: Decision) -> CycleWorkers:
+    def _cycle_ending(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.cycle_ending()
+
+    def _start(self, i: int, cycle: int, decision: Decision, topo: wk.Topology) -> CycleWorkers:
         if not self.cfg.is_node0:
             self.books.open_cycle(self.run, i, cycle, decision)
         self.run = self.run.started(cycle)
-        topo = self.cfg.topo
         self.ev.event(
             f"cycle {cycle} (restart {i}/{self.launch.max_restarts}): starting {topo.nproc_per_node} "
             f"worker(s), ranks {topo.ranks.start}-{topo.ranks.stop - 1} of {topo.world_size}, "
             f"MASTER_PORT {decision.master_port}"
         )
-        self.workers = CycleWorkers.start(self.cfg, i, cycle, decision, self.ev, self._run_dir)
+        cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
+        self.workers = CycleWorkers.start(cfg, i, cycle, decision, self.ev, self._run_dir)
         self.books.flush()
         return self.workers
 
-    def _stop(self, i: int, cycle: int, decision: Decision, workers: CycleWorkers, end: WatchEnd) -> None:
-        """Stop the node's workers the way the ending asks, then close the cycle's books."""
+    def _stop(
+        self, i: int, cycle: int, decision: Decision, workers: CycleWorkers | None, end: WatchEnd
+    ) -> None:
+        """Stop the node's workers (a spare has none) the way the ending asks, then close
+        the cycle's books."""
         assert self.member is not None
         self.member.stop(i, cycle, workers, end, self._termination_signal)
         if end.failure is not None:
@@ -300,6 +319,8 @@ class Agent:
             self.ev.event(way_out.message)
         with contextlib.suppress(OSError):
             self.books.flush()
+        if self.coordinator is not None:
+            self.run = self.coordinator.retired(self.run)
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
         if self.prom is not None:

@@ -37,6 +37,8 @@ class RunSummary:
     last_cycle: int | None = None
     last_failure: Failure | None = None
     nodes: tuple[str, ...] = ()
+    lost_nodes: tuple[str, ...] = ()  # with spares: lost launchers, spares included
+    suspect_nodes: tuple[str, ...] = ()
 
     def started(self, cycle: int) -> RunSummary:
         return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
@@ -68,6 +70,9 @@ class Bookkeeper:
     # ------------------------------------------------------------------ records
 
     def cycle_record(self, run: RunSummary, i: int, cycle: int, d: Decision) -> records.CycleRecord:
+        names = list(d.nodes)
+        active = [names[k] for k in d.active if k < len(names)]
+        spare = [names[k] for k in d.spares if k < len(names)]
         return records.CycleRecord(
             cycle=cycle,
             attempt=self.job.attempt,
@@ -78,8 +83,11 @@ class Bookkeeper:
             nodes=list(d.nodes),
             world_size=self.topo.world_size,
             nproc_per_node=self.topo.nproc_per_node,
-            master_addr=self.topo.master_addr,
+            master_addr=d.master_addr or self.topo.master_addr,
             master_port=d.master_port,
+            active_nodes=active,
+            spare_nodes=spare,
+            replacements=list(d.replacements),
         )
 
     def outcome(self, run: RunSummary, ending: Ending) -> records.OutcomeRecord:
@@ -98,6 +106,8 @@ class Bookkeeper:
             run_uuid=run.run_uuid,
             unhealthy_nodes=list(ending.unhealthy_nodes),
             nodes=list(ending.nodes if ending.nodes else run.nodes),
+            lost_nodes=list(ending.lost_nodes or run.lost_nodes),
+            suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
             time=self.clock(),
         )
 

@@ -9,6 +9,7 @@ reads as one call: :meth:`Coordinator.gather` then :meth:`Coordinator.decide`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -16,13 +17,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from slurm_ft import progress
-from slurm_ft.launch import cyclecount, hang, hostprobe, policy
+from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, Keys
+from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
@@ -38,6 +39,8 @@ class Roster:
     missing: tuple[str, ...]
     unhealthy: tuple[tuple[str, str], ...]
     lost: tuple[str, ...]
+    joins: tuple[JoinInfo | None, ...] = ()
+    lost_ranks: tuple[int, ...] = ()
 
 
 def open_store(cfg: AgentConfig) -> Client:
@@ -71,6 +74,13 @@ class Coordinator:
         self.clock = clock
         self.threads = BackgroundSet()  # set by the agent once the threads run
         self.nodes: tuple[str, ...] = ()  # every node's name, once all joined
+        launch = cfg.settings.launch
+        self.spares: spares.SpareBook | None = (
+            spares.SpareBook.for_job(cfg.num_nodes, launch.spare_nodes, launch.segment, launch.suspect_after)
+            if launch.spare_nodes > 0
+            else None
+        )
+        self._lost_spares: set[int] = set()  # spares whose loss was already logged
         self.hangs: hang.NodeWatch | None = None
         self.iterations: hang.IterationWatch | None = None
         try:
@@ -99,14 +109,19 @@ class Coordinator:
         self, i: int, previous: Failure | None, abort: Callable[[], bool], sleep: Callable[[float], None]
     ) -> Roster:
         """Wait until every launcher joined (or one is unhealthy or lost, or the join
-        timeout passed); no wait at all when the previous failure cannot be retried."""
+        timeout passed); no wait at all when the previous failure cannot be retried. With
+        spares an unhealthy or lost launcher is replaced, so the wait goes on for the others."""
         n = self.cfg.num_nodes
+        with_spares = self.spares is not None
 
         def settled() -> bool | None:
             joined, unhealthy = self.client.join_counts(i)
-            return True if joined >= n or unhealthy > 0 or self.threads.lost_peers() else None
+            lost = self.threads.lost_peers()
+            if with_spares:
+                return True if joined + len(lost) >= n else None
+            return True if joined >= n or unhealthy > 0 or lost else None
 
-        if previous is None or previous.retryable:
+        if previous is None or previous.retryable or (with_spares and policy.replaceable(previous)):
             poll_until(
                 settled,
                 deadline=time.monotonic() + self.cfg.settings.launch.join_timeout,
@@ -115,17 +130,27 @@ class Coordinator:
                 max_interval=0.25,
             )
         infos = self.client.join_records(i, n)
-        names = tuple(info.node_name if info else f"node-rank-{k}" for k, info in enumerate(infos))
+        names = tuple(
+            info.node_name if info else self._name(self.nodes, k) if self.nodes else f"node-rank-{k}"
+            for k, info in enumerate(infos)
+        )
+        lost_ranks = tuple(sorted(self.threads.lost_peers()))
         return Roster(
             names=names,
             complete=all(info is not None for info in infos),
             missing=tuple(names[k] for k, info in enumerate(infos) if info is None),
             unhealthy=tuple((info.node_name, info.unhealthy) for info in infos if info and info.unhealthy),
-            lost=tuple(self._name(self.nodes, k) for k in sorted(self.threads.lost_peers())),
+            lost=tuple(self._name(self.nodes or names, k) for k in lost_ranks),
+            joins=tuple(infos),
+            lost_ranks=lost_ranks,
         )
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
+        if roster.complete:
+            self.nodes = roster.names
+        if self.spares is not None:
+            return self._decide_with_spares(i, cycle, roster, previous)
         verdict = policy.decide(
             restart=i,
             max_restarts=self.cfg.settings.launch.max_restarts,
@@ -134,8 +159,6 @@ class Coordinator:
             lost=roster.lost,
             missing=roster.missing,
         )
-        if roster.complete:
-            self.nodes = roster.names
         now = self.clock()
         if verdict.run and self.tracker is not None:
             reason = self.tracker.before_cycle(cycle)
@@ -155,6 +178,86 @@ class Coordinator:
             nodes=roster.names,
             unhealthy_nodes=tuple(node for node, _ in roster.unhealthy),
             first_failure=previous.to_json() if previous else None,
+        )
+
+    def _decide_with_spares(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
+        """Retire the bad launchers, place the node ranks, then decide as without spares
+        (every bad node named when a node rank could not be filled)."""
+        book = self.spares
+        assert book is not None
+        explained = book.note_roster(roster.joins, roster.lost_ranks)
+        if i > 0:
+            book.note_failure(previous, explained=explained)
+        placement = book.plan(i)
+        names = self.nodes or roster.names
+        Why = spares.Why
+        unhealthy_nodes = book.named(names, (Why.UNHEALTHY, Why.STUCK))
+        verdict = policy.decide(
+            restart=i + book.charged,
+            max_restarts=self.cfg.settings.launch.max_restarts,
+            previous_failure=previous,
+            unhealthy=[
+                (names[k], r.detail)
+                for k, r in sorted(book.retired.items())
+                if r.why in (Why.UNHEALTHY, Why.STUCK)
+            ],
+            lost=book.named(names, (Why.LOST,)),
+            missing=book.named(names, (Why.MISSING,)),
+            suspect=book.named(names, (Why.SUSPECT,)),
+            placement=placement,
+        )
+        moves = tuple(spares.describe(r, names) for r in placement.replacements)
+        now = self.clock()
+        if verdict.run and self.tracker is not None:
+            reason = self.tracker.before_cycle(cycle)
+            if reason is not None:
+                verdict = policy.no_progress(reason)
+        for move in moves:
+            self.ev.event(f"cycle {cycle}: replacing {move}")
+        if roster.unhealthy:
+            self.books.peers_unhealthy(list(roster.unhealthy), now)
+        if verdict.run:
+            standby = ", ".join(names[k] for k in book.spares) or "none"
+            self.ev.event(
+                f"cycle {cycle}: active {', '.join(names[k] for k in book.active)}; spare {standby}"
+            )
+            return Decision(
+                Action.RUN,
+                cycle,
+                master_port=hostprobe.free_port(),
+                start_time=now,
+                nodes=names,
+                active=book.active,
+                spares=book.spares,
+                master_addr=self.cfg.job.hosts[book.active[0]],
+                replacements=moves,
+            )
+        return Decision(
+            Action.STOP,
+            cycle,
+            reason=verdict.reason,
+            exit_code=verdict.exit_code,
+            start_time=now,
+            nodes=names,
+            unhealthy_nodes=unhealthy_nodes,
+            first_failure=previous.to_json() if previous else None,
+            active=book.active,
+            spares=book.spares,
+            replacements=moves,
+            lost_nodes=book.named(names, (Why.LOST, Why.MISSING)),
+            suspect_nodes=book.named(names, (Why.SUSPECT,)),
+        )
+
+    def retired(self, run: RunSummary) -> RunSummary:
+        """``run`` with the lost and suspect nodes known so far (spares that died during
+        the last cycle included), for the outcome record."""
+        if self.spares is None:
+            return run
+        Why = spares.Why
+        lost = {*self.spares.named(self.nodes, (Why.LOST, Why.MISSING))}
+        lost |= {self._name(self.nodes, k) for k in self._lost_spares}
+        return dataclasses.replace(
+            run, lost_nodes=tuple(sorted(lost)), suspect_nodes=self.spares.named(self.nodes, (Why.SUSPECT,))
         )
 
     def begin_cycle(self, run: RunSummary, i: int, cycle: int, decision: Decision) -> None:
@@ -180,12 +283,19 @@ class Coordinator:
 
     def judge(self, i: int) -> Failure | None:
         """Node 0's verdicts on the job as a whole: a lost peer (the lowest rank first), a
-        silent job, a stalled iteration."""
+        silent job, a stalled iteration. A spare that stops is only recorded: the training
+        does not depend on it."""
         found = self._hang(i)
         if found is not None:
             job = self.cfg.job
             return hang.failure_of(found, job.node_name, job.node_rank, self.clock())
         lost = self.threads.lost_peers()
+        if self.spares is not None:
+            active = set(self.spares.active)
+            for k in sorted(set(lost) - active - self._lost_spares):
+                self._lost_spares.add(k)
+                self.ev.event(f"spare {self._name(self.nodes, k)} lost (silent for {lost[k]:.1f}s)")
+            lost = {k: v for k, v in lost.items() if k in active}
         if not lost:
             return None
         node = min(lost)
@@ -201,11 +311,15 @@ class Coordinator:
         limits = self.hangs.limits if self.hangs is not None else None
         if limits is None:
             return None
-        own = self.hangs.quiet() if self.hangs is not None and limits.silence else 0.0
-        if limits.silence and own >= limits.silence:  # only then can the job be silent
-            peers = range(1, self.cfg.num_nodes)
+        # With spares only the active launchers run workers; node 0 may be a spare itself.
+        active = self.spares.active if self.spares is not None else range(self.cfg.num_nodes)
+        node0_runs = 0 in active
+        own = self.hangs.quiet() if self.hangs is not None and limits.silence and node0_runs else 0.0
+        if limits.silence and (own >= limits.silence or not node0_runs):  # else the job is not silent
+            peers = [k for k in active if k != 0]
             reports = self.client.silences(peers) if peers else []
-            quiet = [own, *((hang.parse_report(r, i) or 0.0) for r in reports)]
+            mine = [own] if node0_runs else []
+            quiet = [*mine, *((hang.parse_report(r, i) or 0.0) for r in reports)]
             silent = hang.judge_silence(quiet, limits.silence)
             if silent is not None:
                 return silent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
 
 DECISION_GRACE_S = 30.0
+STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
 
 Judge = Callable[[int], Failure | None]
 
@@ -98,10 +100,12 @@ class Member:
         self.ev.event(f"node unhealthy: {detail}")
         return detail
 
-    def join(self, i: int, unhealthy: str | None) -> None:
+    def join(self, i: int, unhealthy: str | None, stuck: str | None = None) -> None:
+        """``stuck``: a worker of the last cycle could not be killed. With spares node 0
+        then gives this node's rank to a spare (the hook for the bounded worker stop)."""
         job = self.cfg.job
         self.client.join(
-            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy)
+            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck)
         )
 
     def await_decision(self, i: int) -> Decision:
@@ -119,20 +123,31 @@ class Member:
     # ------------------------------------------------------------------ watch
 
     def watch(
-        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None = None
+        self,
+        i: int,
+        workers: CycleWorkers,
+        judge: Judge | None,
+        active: int,
+        on_tick: Callable[[], None] | None = None,
     ) -> WatchEnd:
-        """Until this cycle ends anywhere; the first reason found is the answer."""
+        """Until this cycle ends anywhere; the first reason found is the answer. ``active``:
+        how many launchers run workers this cycle (all must finish for a success)."""
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
         self.hangs.begin(i, workers.pids_by_rank, {rank: f.slot for rank, f in workers.files.items()})
         try:
-            return self._watch(i, workers, judge, on_tick)
+            return self._watch(i, workers, judge, active, on_tick)
         finally:
             self.hangs.end()
 
     def _watch(
-        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None
+        self,
+        i: int,
+        workers: CycleWorkers,
+        judge: Judge | None,
+        active: int,
+        on_tick: Callable[[], None] | None,
     ) -> WatchEnd:
         done_marked = False
         while True:
@@ -156,7 +171,7 @@ class Member:
                 if not done_marked and workers.all_succeeded():
                     self.client.mark_done(i)
                     done_marked = True
-                end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge)
+                end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -206,12 +221,40 @@ class Member:
                 return WatchEnd(WatchEndKind.FAILURE, failure=won)
         return None
 
-    def _job_view(self, i: int, judge: Judge | None) -> WatchEnd | None:
+    def stand_by(self, i: int, judge: Judge | None, active: int) -> WatchEnd:
+        """A spare's cycle: no workers, only the job's view, woken by the halt waiter, a
+        lost peer or a signal; node 0 (which judges the job) also at its periodic duties."""
+        self.threads.watch_halt(i)
+        tick = self._sleep(False) if judge is not None else STANDBY_TICK_S
+        poller = select.poll()
+        for fd in (self.sig.fd, self._wake_fd):
+            poller.register(fd, select.POLLIN)
+        while True:
+            poller.poll(tick * 1000)
+            self.sig.drain()
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_fd, 64)
+            if self.sig.received is not None:
+                return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+            try:
+                end = self._job_view(i, judge, active)
+            except StoreLost as exc:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
+            if end is not None:
+                return end
+            why = self.threads.store_lost()
+            if why:
+                return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
+            died = self.threads.died()
+            if died:
+                return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _job_view(self, i: int, judge: Judge | None, active: int) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
         poll = self.client.poll(i)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
-        if poll.done >= self.cfg.num_nodes:
+        if poll.done >= active:
             self.client.halt(i)  # wakes the others at once
             return WatchEnd(WatchEndKind.SUCCESS)
         if judge is not None:
@@ -246,17 +289,20 @@ class Member:
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
 
-    def stop(self, i: int, cycle: int, workers: CycleWorkers, end: WatchEnd, termination_signal: int) -> None:
+    def stop(
+        self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd, termination_signal: int
+    ) -> None:
         """Stop this node's workers the way the watch ended: a forwarded signal with its
         long grace (workers checkpoint then); a failure (after keeping the stacks of a
-        hang) with the rank termination signal and a short grace."""
+        hang) with the rank termination signal and a short grace. A spare has none."""
         launch = self.cfg.settings.launch
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             name = signal_name(end.signum)
             self.ev.event(f"received {name}: forwarding to workers")
             self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
-            workers.stop(end.signum, launch.term_timeout)
+            if workers is not None:
+                workers.stop(end.signum, launch.term_timeout)
             return
         if end.failure is not None:
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
@@ -266,6 +312,8 @@ class Member:
             self.ev.event(f"lost the rendezvous store: {end.detail}")
             # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
             self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
+        if workers is None:
+            return
         if end.failure is not None and end.failure.kind is FailureKind.HANG:
             workers.keep_stacks(f"hang, detector {end.failure.detector}")
         # The job's collective is broken: the other ranks can do no useful work, so they

@@ -1,9 +1,10 @@
 """The launcher's decisions as pure functions of what it knows, tested as data.
 
-Two kinds of decision live here and nowhere else:
+Three kinds of decision live here and nowhere else:
 
 * before each cycle, node 0's one decision for every launcher: run, or stop with which
   exit code and why (:func:`decide`, :func:`no_progress`);
+* with spare nodes, which launcher holds each node rank in the cycle (:func:`place`);
 * how this launcher's attempt ends: every way out — success, a stop decision, a
   forwarded signal, a lost store, a failed background thread, a launcher bug — is one
   :class:`Ending` made by one function below, so the exit code of each is chosen in
@@ -13,13 +14,79 @@ Two kinds of decision live here and nowhere else:
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slurm_ft import exitcodes
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch.protocol import Decision
-from slurm_ft.launch.records import Failure
+from slurm_ft.launch.records import Failure, FailureKind
+
+# ----------------------------------------------------------------------- placement
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Launcher ``new`` takes node rank ``slot`` from launcher ``old``, because ``why``."""
+
+    slot: int
+    old: int
+    new: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The launcher (hostlist index) that holds each node rank this cycle.
+
+    ``unfilled`` are the node ranks whose launcher is bad and for which no healthy spare
+    was left: the attempt cannot run the fixed world size.
+    """
+
+    active: tuple[int, ...]
+    replacements: tuple[Replacement, ...] = ()
+    unfilled: tuple[int, ...] = ()
+
+
+def place(active: Sequence[int], launchers: int, bad: Mapping[int, str], segment: int = 1) -> Placement:
+    """Keep every good active launcher on its node rank (its ranks keep their data shard
+    and node-local cache); give each bad one's node rank to a healthy spare.
+
+    Launchers are grouped in segments of ``segment`` consecutive hostlist entries (1: each
+    node alone), and a segment is active or spare as a whole: when any launcher of an
+    active segment is bad, the whole segment moves to the free segment with the lowest
+    hostlist index whose launchers are all good, each node rank going to the launcher at
+    the same offset. ``bad`` maps launcher index to why (lost, unhealthy, suspect...).
+    """
+    slots = list(active)
+    used = {k // segment for k in active}
+    free = [
+        s
+        for s in range(launchers // segment)
+        if s not in used and not any(s * segment + j in bad for j in range(segment))
+    ]
+    moves: list[Replacement] = []
+    unfilled: list[int] = []
+    for seg in sorted({k // segment for k in active if k in bad}):
+        members = [slot for slot, k in enumerate(active) if k // segment == seg]
+        faults = [k for k in active if k // segment == seg and k in bad]
+        if not free:
+            unfilled.extend(slot for slot in members if active[slot] in bad)
+            continue
+        target = free.pop(0)
+        for slot in members:
+            old = active[slot]
+            new = target * segment + old % segment
+            why = bad.get(old) or f"in the segment of launcher {faults[0]} ({bad[faults[0]]})"
+            slots[slot] = new
+            moves.append(Replacement(slot, old, new, why))
+    return Placement(tuple(slots), tuple(sorted(moves, key=lambda r: r.slot)), tuple(sorted(unfilled)))
+
+
+def replaceable(failure: Failure | None) -> bool:
+    """With a spare, a lost launcher is no reason to stop: its node rank moves."""
+    return failure is None or failure.retryable or failure.kind is FailureKind.LOST_NODE
+
 
 # ----------------------------------------------------------------------- before a cycle
 
@@ -39,24 +106,39 @@ def decide(
     unhealthy: Sequence[tuple[str, str]],
     lost: Sequence[str],
     missing: Sequence[str],
+    suspect: Sequence[str] = (),
+    placement: Placement | None = None,
 ) -> Verdict:
-    """Node 0's decision before cycle ``restart`` (index within the attempt).
+    """Node 0's decision before cycle ``restart`` (index within the attempt; with spares,
+    each replacement beyond the cycle's own restart adds one).
 
+    With spares (``placement`` given) bad nodes stop the attempt only when a node rank
+    could not be filled; the nodes named are then every bad node, not only the unfilled.
     The progress guard is asked only when everything here says run, because asking it
     records the start of a cycle in the ledger.
     """
+    short = ""
+    replaced = placement is not None and not placement.unfilled
+    if placement is not None and placement.unfilled:
+        short = f"no healthy spare left for node rank(s) {', '.join(map(str, placement.unfilled))}; "
+        if not (unhealthy or lost or missing):
+            return Verdict(False, int(ExitCode.WORKERS_FAILED), f"{short}suspect: {', '.join(suspect)}")
+    if replaced:
+        unhealthy, lost, missing = (), (), ()
     if unhealthy:
         text = "; ".join(f"{node}: {detail}" for node, detail in unhealthy)
-        return Verdict(False, int(ExitCode.UNHEALTHY), f"unhealthy: {text}")
+        return Verdict(False, int(ExitCode.UNHEALTHY), f"{short}unhealthy: {text}")
     if lost:
-        return Verdict(False, int(ExitCode.WORKERS_FAILED), f"lost launcher on {', '.join(lost)}")
-    if previous_failure is not None and not previous_failure.retryable:
+        return Verdict(False, int(ExitCode.WORKERS_FAILED), f"{short}lost launcher on {', '.join(lost)}")
+    stuck = previous_failure is not None and not previous_failure.retryable
+    if stuck and not (replaced and replaceable(previous_failure)):
+        assert previous_failure is not None
         return Verdict(False, int(ExitCode.WORKERS_FAILED), f"cannot restart: {previous_failure.describe()}")
     if missing:
         return Verdict(
             False,
             int(ExitCode.WORKERS_FAILED),
-            f"join timeout: no launcher from node(s) {', '.join(missing)}",
+            f"{short}join timeout: no launcher from node(s) {', '.join(missing)}",
         )
     if restart > max_restarts:
         last = f"; last failure: {previous_failure.describe()}" if previous_failure else ""
@@ -94,6 +176,8 @@ class Ending:
     reason: str
     unhealthy_nodes: tuple[str, ...] = ()
     nodes: tuple[str, ...] | None = None
+    lost_nodes: tuple[str, ...] = ()
+    suspect_nodes: tuple[str, ...] = ()
     internal_error: str | None = None
     traceback: str | None = None
 
@@ -115,7 +199,14 @@ def finished() -> Ending:
 
 def stopped(decision: Decision) -> Ending:
     """Node 0 decided to stop: every launcher ends with the decision's code."""
-    return Ending(decision.exit_code, decision.reason, decision.unhealthy_nodes, decision.nodes)
+    return Ending(
+        decision.exit_code,
+        decision.reason,
+        decision.unhealthy_nodes,
+        decision.nodes,
+        lost_nodes=decision.lost_nodes,
+        suspect_nodes=decision.suspect_nodes,
+    )
 
 
 def signalled(signum: int, node_name: str | None) -> Ending:

@@ -106,11 +106,18 @@ class JoinInfo:
     host: str
     pid: int
     unhealthy: str | None = None
+    stuck: str | None = None  # a worker of the last cycle could not be killed (see Member.join)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Node 0's answer for cycle i; ``exit_code`` matters only for ``stop``."""
+    """Node 0's answer for cycle i; ``exit_code`` matters only for ``stop``.
+
+    ``active`` holds the launcher (hostlist index) of each node rank, ``master_addr`` the
+    host of node rank 0's launcher, where the workers' own rendezvous runs (the store
+    stays on the allocation's first node). Both empty: every launcher runs its own node
+    rank (a decision from a launcher without spare support).
+    """
 
     action: Action
     cycle: int
@@ -121,10 +128,22 @@ class Decision:
     nodes: tuple[str, ...] = ()
     unhealthy_nodes: tuple[str, ...] = ()
     first_failure: JsonDict | None = None
+    active: tuple[int, ...] = ()
+    spares: tuple[int, ...] = ()  # usable spares (bad launchers are in neither list)
+    master_addr: str = ""
+    replacements: tuple[str, ...] = ()  # "node rank 1: node1 -> node3 (lost)", for the records
+    lost_nodes: tuple[str, ...] = ()
+    suspect_nodes: tuple[str, ...] = ()
 
     @property
     def run(self) -> bool:
         return self.action is Action.RUN
+
+    def slot_of(self, launcher: int) -> int | None:
+        """The node rank of ``launcher`` this cycle; None for a spare."""
+        if not self.active:
+            return launcher
+        return self.active.index(launcher) if launcher in self.active else None
 
 
 @dataclass(frozen=True)

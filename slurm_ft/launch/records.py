@@ -42,7 +42,8 @@ class CycleOutcome(str, Enum):
 
 class FailureKind(str, Enum):
     """What failed first. Launcher failures (lost, signalled, broken) cannot be retried: a
-    fixed-size job cannot run without that launcher."""
+    fixed-size job cannot run without that launcher (with spare nodes, a lost launcher's
+    node rank moves to a spare instead: ``policy.replaceable``)."""
 
     WORKER = "worker"  # a worker exited non-zero or by a signal
     LOST_NODE = "lost-node"  # a peer launcher stopped heart-beating
@@ -121,6 +122,11 @@ class CycleRecord:
     outcome: CycleOutcome = CycleOutcome.RUNNING
     end_time: float | None = None
     first_failure: JsonDict | None = None
+    # With spare nodes: who holds each node rank (index = node rank), who stands by, and
+    # "node rank R: OLD -> NEW (why)" for each replacement made before this cycle.
+    active_nodes: list[str] = field(default_factory=list)
+    spare_nodes: list[str] = field(default_factory=list)
+    replacements: list[str] = field(default_factory=list)
     version: int = RECORD_VERSION
 
     def to_json(self) -> JsonDict:
@@ -154,6 +160,8 @@ class OutcomeRecord:
     run_uuid: str
     unhealthy_nodes: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    lost_nodes: list[str] = field(default_factory=list)  # lost or never joined (spares)
+    suspect_nodes: list[str] = field(default_factory=list)  # hosted repeated first failures (spares)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 

@@ -385,7 +385,7 @@ def test_status_json_schema(tmp_path: Path, job: tuple[Path, Path]) -> None:
     doc = json.loads(proc.stdout)
     assert set(doc) == {
         "state_dir", "ledger", "history", "source_seen", "policy", "streak", "last_iteration", "verdict",
-        "reason", "attempts", "cycles", "open_cycle", "resets", "stopped",
+        "reason", "attempts", "cycles", "open_cycle", "resets", "stopped", "nodes",
     }  # fmt: skip
     assert doc["state_dir"] == str(state) and doc["ledger"] == str(state / "ledger.json")
     assert doc["policy"] == {
@@ -406,7 +406,7 @@ def test_status_json_schema(tmp_path: Path, job: tuple[Path, Path]) -> None:
         {**common, "cycle": 1, "attempt": 1, "iteration_start": 5, "iteration_end": 5, "progress": 0,
          "progressed": False},
     ]  # fmt: skip
-    assert (doc["resets"], doc["stopped"], doc["open_cycle"]) == ([], None, None)
+    assert (doc["resets"], doc["stopped"], doc["open_cycle"], doc["nodes"]) == ([], None, None, None)
     check = json.loads(run("check", "--json", "--state-dir", str(state), cwd=tmp_path).stdout)
     assert check == doc
 
@@ -427,6 +427,36 @@ def test_status_table(tmp_path: Path, job: tuple[Path, Path]) -> None:
         "streak: 1 of 2 no-progress cycles (progress means >= 1 iterations)",
         "verdict: another attempt may run: 1 of 2 no-progress cycles, iteration 5",
     ]
+
+
+def test_status_says_who_was_active_spare_and_replaced_with_spare_nodes(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "cycles").mkdir(parents=True)
+    common = {"world_size": 2, "run_uuid": "u"}
+    for cycle, active, spare, moves in (
+        (0, ["node1", "node2"], ["node3", "node4"], []),
+        (1, ["node1", "node3"], ["node4"], ["node rank 1: node2 -> node3 (lost: launcher silent)"]),
+    ):
+        doc = {**common, "cycle": cycle, "active_nodes": active, "spare_nodes": spare, "replacements": moves}
+        (state / "cycles" / f"cycle{cycle}.json").write_text(json.dumps(doc))
+    (state / "outcome.json").write_text(json.dumps({"exit_code": 0, "lost_nodes": ["node2", "node4"]}))
+    proc = run("status", "--state-dir", str(state), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.splitlines()[-3:] == [
+        "nodes in cycle 1: active node1, node3; spare node4",
+        "replaced in cycle 1: node rank 1: node2 -> node3 (lost: launcher silent)",
+        "last attempt: lost node2, node4",
+    ]
+    doc = json.loads(run("status", "--json", "--state-dir", str(state), cwd=tmp_path).stdout)
+    assert doc["nodes"] == {
+        "cycle": 1,
+        "active": ["node1", "node3"],
+        "spare": ["node4"],
+        "replacements": ["cycle 1: node rank 1: node2 -> node3 (lost: launcher silent)"],
+        "lost": ["node2", "node4"],
+        "suspect": [],
+        "unhealthy": [],
+    }
 
 
 # ------------------------------------------------------------------ reset

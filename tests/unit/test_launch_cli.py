@@ -54,3 +54,41 @@ def test_signal_lists():
         parse_signals(["SIGNOPE"])
     with pytest.raises(ValueError, match="SIGKILL cannot be forwarded"):
         parse_signals(["KILL"])
+
+
+def _three_node_job(monkeypatch, tmp_path, node: int) -> None:
+    from tests.unit.test_launch_cycle import job_env
+
+    for key, value in job_env(node, 3).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SLURM_FT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--spare-nodes", "3"], "--spare-nodes 3: the job has only 3 node(s); at least one must be active"),
+        (
+            ["--spare-nodes", "1", "--segment", "2"],
+            "--segment 2: the job's 3 node(s) and its 2 active node(s)",
+        ),
+        (["--suspect-after", "0"], "slurm_ft.launch.suspect_after: must be >= 1, got 0"),
+    ],
+)
+def test_bad_spare_settings_are_one_line(capsys, monkeypatch, tmp_path, args, message):
+    _three_node_job(monkeypatch, tmp_path, 0)
+    assert cli.main([*args, "--nproc-per-node", "1", "--health-checks", "none", "t.py"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_dry_run_of_a_spare_says_so_and_the_world_size_excludes_the_spares(capsys, monkeypatch, tmp_path):
+    _three_node_job(monkeypatch, tmp_path, 2)
+    argv = ["--spare-nodes", "1", "--nproc-per-node", "2", "--health-checks", "none", "--dry-run", "t.py"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "spares: 1 of 3 node(s) stand by (segment 1, suspect after 2); this node starts as a spare" in out
+    assert "world size 4, no ranks here until it replaces an active node" in out
+    assert "worker local_rank" not in out

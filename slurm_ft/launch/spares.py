@@ -1,0 +1,139 @@
+"""Spare nodes: what node 0 remembers across cycles to place the active launchers, and
+what a member derives from the placement.
+
+Of a job's N+K launchers (hostlist order), N hold a node rank each cycle and K stand by.
+Node 0 keeps, for the attempt, every launcher found bad (lost, missing at a join,
+unhealthy, suspect, with a worker it could not kill): a bad launcher is never placed
+again in this attempt. Which launcher takes a node rank is ``policy.place``'s decision;
+this module only gathers its inputs and keeps its result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from slurm_ft.launch import policy
+from slurm_ft.launch.policy import Placement
+from slurm_ft.launch.protocol import Decision, JoinInfo
+from slurm_ft.launch.records import Failure
+from slurm_ft.launch.workers import Topology
+
+
+class Why(str, Enum):
+    """Why a launcher was retired (the values appear in records and logs)."""
+
+    LOST = "lost"  # its heart-beat stopped
+    MISSING = "missing"  # it did not join within the join timeout
+    UNHEALTHY = "unhealthy"  # a health check failed before the join
+    STUCK = "stuck"  # a worker of the last cycle could not be killed
+    SUSPECT = "suspect"  # it hosted the first failure of suspect_after cycles in a row
+
+
+@dataclass(frozen=True)
+class Retired:
+    why: Why
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.why.value}: {self.detail}" if self.detail else self.why.value
+
+
+@dataclass
+class SpareBook:
+    """Node 0's memory of the roles; ``active`` is the placement now in force."""
+
+    launchers: int
+    active: tuple[int, ...]
+    segment: int = 1
+    suspect_after: int = 2
+    retired: dict[int, Retired] = field(default_factory=dict)
+    charged: int = 0  # replacements beyond each cycle's own restart: they spend the budget too
+    _streak: tuple[int, int] | None = None  # (launcher, consecutive cycles its node failed first)
+
+    @classmethod
+    def for_job(cls, launchers: int, spares: int, segment: int, suspect_after: int) -> SpareBook:
+        return cls(launchers, tuple(range(launchers - spares)), segment, suspect_after)
+
+    @property
+    def spares(self) -> tuple[int, ...]:
+        """The spares that could still take a node rank."""
+        return tuple(k for k in range(self.launchers) if k not in self.active and k not in self.retired)
+
+    def _retire(self, launcher: int, why: Why, detail: str) -> bool:
+        """True when ``launcher`` was not retired before."""
+        if launcher in self.retired:
+            return False
+        self.retired[launcher] = Retired(why, detail)
+        return True
+
+    def note_failure(self, failure: Failure | None, *, explained: bool) -> None:
+        """After a failed cycle: a node that hosted the first failure ``suspect_after``
+        cycles in a row is suspect. A failure ``explained`` by a node found lost or bad at
+        this join (a survivor's worker that lost its peer fails first) counts for no one."""
+        if explained or failure is None or failure.node_rank not in self.active:
+            self._streak = None
+            return
+        k = failure.node_rank
+        count = self._streak[1] + 1 if self._streak and self._streak[0] == k else 1
+        self._streak = (k, count)
+        if count >= self.suspect_after:
+            self._retire(k, Why.SUSPECT, f"hosted the first failure of {count} cycles in a row")
+            self._streak = None
+
+    def note_roster(self, joins: Sequence[JoinInfo | None], lost: Sequence[int]) -> bool:
+        """What node 0 found at this cycle's join; True when an active node was newly
+        found bad."""
+        new: list[int] = []
+        for k in lost:
+            if self._retire(k, Why.LOST, "launcher silent (heart-beat lost)"):
+                new.append(k)
+        for k, info in enumerate(joins):
+            if info is None:
+                found = self._retire(k, Why.MISSING, "did not join within the join timeout")
+            elif info.unhealthy:
+                found = self._retire(k, Why.UNHEALTHY, info.unhealthy)
+            elif info.stuck:
+                found = self._retire(k, Why.STUCK, info.stuck)
+            else:
+                found = False
+            if found:
+                new.append(k)
+        return any(k in self.active for k in new)
+
+    def plan(self, restart: int) -> Placement:
+        """Place this cycle's node ranks; keep the placement when every rank is filled."""
+        bad = {k: r.describe() for k, r in self.retired.items()}
+        placement = policy.place(self.active, self.launchers, bad, self.segment)
+        if not placement.unfilled:
+            replaced = len({r.old for r in placement.replacements if r.old in bad})
+            self.charged += max(0, replaced - (1 if restart > 0 else 0))
+            self.active = placement.active
+        return placement
+
+    def named(self, names: Sequence[str], why: Sequence[Why]) -> tuple[str, ...]:
+        """The names of the launchers retired for one of ``why``, in hostlist order."""
+        return tuple(
+            names[k] if k < len(names) else f"node-rank-{k}"
+            for k, r in sorted(self.retired.items())
+            if r.why in why
+        )
+
+
+def describe(r: policy.Replacement, names: Sequence[str]) -> str:
+    return f"node rank {r.slot}: {names[r.old]} -> {names[r.new]} ({r.why})"
+
+
+def cycle_topology(base: Topology, decision: Decision, launcher: int) -> Topology | None:
+    """This launcher's place in the cycle, or None when it stands by as a spare."""
+    slot = decision.slot_of(launcher)
+    if slot is None:
+        return None
+    return dataclasses.replace(
+        base,
+        node_rank=slot,
+        num_nodes=len(decision.active) or base.num_nodes,
+        master_addr=decision.master_addr or base.master_addr,
+    )
