@@ -50,6 +50,9 @@ class LaunchSettings:
     result_linger_timeout: float = 30.0
     numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
     nic_affinity: bool = False
+    # The launcher's own NIC mode (health.nic_mode is the standalone check's): judged
+    # against its start-time snapshot, a port down from the start cannot fail every node.
+    nic_mode: Literal["absolute", "transition"] = "transition"
 
 
 @dataclass

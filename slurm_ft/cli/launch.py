@@ -146,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--nics", dest="nics", metavar="LIST", help="NICs that must be up (comma list, globs)")
     a("--paths", dest="paths", metavar="LIST", help="paths that must be reachable (comma list)")
+    a(
+        "--nic-mode",
+        dest="nic_mode",
+        choices=("absolute", "transition"),
+        help="NICs judged by change since the launcher started (transition, default) or as they are",
+    )
     # placement and NIC monitoring
     a(
         "--numa-binding",
@@ -213,6 +219,7 @@ CLI_KEYS: dict[str, str] = {
     "min_progress_iterations": "progress.min_progress_iterations",
     "nics": "health.nics",
     "paths": "health.paths",
+    "nic_mode": "launch.nic_mode",
     "numa_binding": "launch.numa_binding",
     "nic_affinity": "launch.nic_affinity",
     "nic_monitor": "health.nic_monitor",
@@ -265,9 +272,11 @@ def _check_state_dir(path: Path) -> None:
 
 
 def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
+    from slurm_ft.launch import cyclecount
     from slurm_ft.launch import workers as wk
 
     job, topo = cfg.job, cfg.topo
+    cycle = cyclecount.read_next_cycle(cfg.state)  # what node 0 would publish now
     w = out.write
     w(f"{PROG} dry run: nothing is started\n")
     w(
@@ -307,13 +316,13 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         restart_count=0,
         max_restarts=launch.max_restarts,
         run_id=cfg.run_id,
-        cycle=0,
-        cycle_info=str(cfg.state.cycle_record(0)),
+        cycle=cycle,
+        cycle_info=str(cfg.state.cycle_record(cycle)),
     )
     argv = cfg.entry.argv(cfg.python)
     for local in range(topo.nproc_per_node):
         rank = topo.global_rank(local)
-        env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
+        env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(cycle, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
         if placement is not None:
             env.update(placement.ranks[local].nic_env(cfg.base_env))

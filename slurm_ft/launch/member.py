@@ -8,6 +8,7 @@ member only asks its ``judge`` during the watch, which node 0 supplies.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import time
@@ -80,7 +81,7 @@ class Member:
         if not self.cfg.health_checks or not (launch.health_before_join or i == 0):
             return None
         report = health.run_checks(
-            self.cfg.settings.health,
+            dataclasses.replace(self.cfg.settings.health, nic_mode=launch.nic_mode),
             node_name=self.cfg.job.node_name,
             expected_gpus=self.cfg.settings.health.gpus or self.cfg.job.gpus_on_node,
             baseline=self._baseline,

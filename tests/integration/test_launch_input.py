@@ -176,3 +176,21 @@ def test_dry_run_prints_commands_and_environment_without_torch_or_ports(tmp_path
         assert line in out.splitlines(), line
     assert not (tmp_path / "s").exists()
     assert not procs.pids_with_marker(marker)
+
+
+@pytest.mark.timeout(60)
+def test_dry_run_shows_the_state_dirs_next_cycle(tmp_path):
+    """A requeued job's workers get the cycle the counter names, not 0: so must the dry run."""
+    state = tmp_path / "s"
+    state.mkdir()
+    (state / "next_cycle").write_text("7\n")
+    p = run_launcher(
+        tmp_path,
+        ["--dry-run", "--nproc-per-node", "1", "--state-dir", str(state), str(ECHO)],
+        node=1,
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "  SLURM_FT_CYCLE=7" in lines
+    assert f"  SLURM_FT_CYCLE_INFO={state / 'cycles' / 'cycle7.json'}" in lines
+    assert f"  TORCHELASTIC_ERROR_FILE={state / 'errors' / 'cycle7' / 'rank1.json'}" in lines

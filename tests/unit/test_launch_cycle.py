@@ -323,3 +323,25 @@ def test_a_nic_going_down_ends_the_cycle_and_the_next_health_check_excludes_the_
     assert "NIC mlx5_0/1 went down" in events and "cycle 0 failed: node0 (node 0): NIC mlx5_0/1" in events
     out = c.outcome()
     assert out["first_failure"]["kind"] == "nic" and out["unhealthy_nodes"] == ["node0"]
+
+
+def _second_port_down_from_the_start(tmp_path: Path) -> dict[str, object]:
+    """An unused second IB port, down since boot: the launcher's snapshot sees it too."""
+    from tests.support.fake_sysfs import ib_port
+
+    sysfs = tmp_path / "sys"
+    ib_port(sysfs, "mlx5_0", 1)
+    ib_port(sysfs, "mlx5_0", 2, state="DOWN", phys="Polling")
+    return {"health.sysfs_root": str(sysfs), "health.nics": ["mlx5_0"], "health.checks": ["nic"]}
+
+
+def test_a_port_down_from_the_start_does_not_fail_the_node(tmp_path):
+    c = Cycle(tmp_path, 2, EXIT0, **_second_port_down_from_the_start(tmp_path)).start()
+    assert c.finish() == [0, 0], c.node(0).events()
+
+
+def test_nic_mode_absolute_fails_a_port_down_from_the_start(tmp_path):
+    nic = _second_port_down_from_the_start(tmp_path)
+    c = Cycle(tmp_path, 1, EXIT0, **nic, **{"launch.nic_mode": "absolute"}).start()
+    assert c.finish() == [94]
+    assert c.outcome()["reason"].startswith("unhealthy: node0: nic:mlx5_0/2")
