@@ -37,6 +37,7 @@ class LaunchSettings:
     max_restarts: int = 3
     monitor_interval: float = 0.1
     workers_stop_timeout: float = 15.0
+    kill_timeout: float = 30.0  # after SIGKILL: a worker still there is stuck in the kernel
     term_timeout: float = 25.0
     join_timeout: float = 300.0
     rdzv_port: int | None = None
@@ -214,6 +215,7 @@ def validate(settings: Settings) -> None:
     for key in (
         "monitor_interval",
         "workers_stop_timeout",
+        "kill_timeout",
         "term_timeout",
         "join_timeout",
         "heartbeat_interval",

@@ -39,6 +39,7 @@ from slurm_ft.launch.protocol import CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, FailureKind
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
+from slurm_ft.launch.survivors import Survivor
 from slurm_ft.launch.wayout import Exit
 
 CYCLE_OUTCOME = {
@@ -97,6 +98,7 @@ class Agent:
         self.index: int | None = None  # the cycle (within the attempt) being joined or run
         self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
+        self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     @property
@@ -118,7 +120,7 @@ class Agent:
             cycle = self.run.first_cycle + i
             self.index = i
             self._enter(Phase.HEALTH)
-            self.unhealthy = member.check_health(i)
+            self.unhealthy = self.stuck or member.check_health(i)
             self._enter(Phase.JOIN)
             member.join(i, self.unhealthy)
             self._enter(Phase.DECIDE)
@@ -219,7 +221,7 @@ class Agent:
             self.member.publish_quietly(
                 i, self.member.own_failure(FailureKind.SIGNAL, f"launcher received {name}")
             )
-            workers.stop(end.signum, self.launch.term_timeout)
+            stuck = workers.stop(end.signum, self.launch.term_timeout)
         else:
             if end.failure is not None:
                 self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
@@ -230,7 +232,9 @@ class Agent:
                 # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
                 failure = self.member.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
                 self.member.publish_quietly(i, failure)
-            workers.stop(signal.SIGTERM, self.launch.workers_stop_timeout)
+            stuck = workers.stop(signal.SIGTERM, self.launch.workers_stop_timeout)
+        if stuck:
+            self._mark_stuck(cycle, stuck)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
         elif end.kind is WatchEndKind.SUCCESS:
@@ -239,6 +243,14 @@ class Agent:
         result = CycleResult(CYCLE_OUTCOME[end.kind], self.clock(), failure)
         if self.coordinator is not None:
             self.coordinator.close_cycle(self.run, i, cycle, decision, result)
+
+    def _mark_stuck(self, cycle: int, stuck: list[Survivor]) -> None:
+        """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
+        from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
+        what = "; ".join(s.describe() for s in stuck)
+        self.stuck = self.unhealthy = f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
+        with contextlib.suppress(OSError):
+            self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
 
     # ------------------------------------------------------------------ endings
 

@@ -24,6 +24,7 @@ from slurm_ft.launch.stores import LocalStore
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
+from tests.support.hungfs import wchan
 from tests.support.waiting import wait_until
 
 SIGNALS = (int(signal.SIGTERM), int(signal.SIGINT))
@@ -345,3 +346,26 @@ def test_nic_mode_absolute_fails_a_port_down_from_the_start(tmp_path):
     c = Cycle(tmp_path, 1, EXIT0, **nic, **{"launch.nic_mode": "absolute"}).start()
     assert c.finish() == [94]
     assert c.outcome()["reason"].startswith("unhealthy: node0: nic:mlx5_0/2")
+
+
+def test_a_worker_that_survives_sigkill_is_reported_and_its_node_excluded_with_94(tmp_path, hungfs):
+    """Node 0's worker stat()s a file on a mount that stops answering (state D once
+    killed); node 1's worker fails. The stop gives up after the kill timeout, names the
+    survivor, and the next join stops the job with 94 listing node 0."""
+    script = f'if [ "$GROUP_RANK" = 0 ]; then exec stat {hungfs}/hang; fi\n'
+    script += 'while [ ! -e "$MARK/go" ]; do sleep 0.02; done; exit 5'
+    stop = {"launch.workers_stop_timeout": 0.2, "launch.kill_timeout": 0.5}
+    c = Cycle(tmp_path, 2, script, **stop).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="workers running")
+    (pid,) = c.node(0).agent.workers.pids
+    wait_until(lambda: wchan(pid) == "request_wait_answer", 10, message="worker stuck on the mount")
+    (tmp_path / "go").touch()
+    assert c.finish() == [94, 94]
+    out = c.outcome()
+    assert out["unhealthy_nodes"] == ["node0"]
+    assert out["reason"].startswith("unhealthy: node0: stuck: 1 worker process(es) survived SIGKILL: ")
+    line = f"worker process survived SIGKILL for 0.5s: pid {pid} state D wchan request_wait_answer: stat "
+    assert line in c.node(0).events()
+    record = json.loads((tmp_path / "state" / "unhealthy" / "node0.json").read_text())
+    (stuck,) = record["report"]["stuck"]
+    assert (stuck["pid"], stuck["state"], stuck["command"]) == (pid, "D", f"stat {hungfs}/hang")
