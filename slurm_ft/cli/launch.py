@@ -2,9 +2,10 @@
 
 Everything that can be wrong with the input is found here, before any process starts or
 any file is written: argparse errors, settings, the SLURM_* topology, the script, the
-state dir, the applog prefix. Each is one line on stderr and exit 2. Only two input
-errors can surface later (node 0's rendezvous port in use, a corrupt ledger) and they are
-reported the same way, still before any worker starts.
+state dir, the applog prefix. Each is one line on stderr and exit 2. Only one input
+error can surface later (a corrupt ledger) and it is reported the same way, still before
+any worker starts. (Node 0's rendezvous ports all in use is not bad input: it is
+retryable, exit 1.)
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ def _check_state_dir(path: Path) -> None:
         raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
 
 
-def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
+def _dry_run(cfg: Any, out: Any, placement: Plan | None) -> None:
     from slurm_ft.launch import cyclecount
     from slurm_ft.launch import workers as wk
 
@@ -286,7 +287,9 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
     if job.num_nodes == 1:
         w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
     else:
-        w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
+        port, *others = cfg.rdzv_ports
+        also = f" (if in use: {', '.join(map(str, others))})" if others else ""
+        w(f"rendezvous: TCPStore on {topo.master_addr}:{port}{also}, hosted by node 0; run id {cfg.run_id}\n")
     w(
         f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
         f"ranks {topo.ranks.start}-{topo.ranks.stop - 1} on this node\n"
@@ -359,7 +362,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft import health
     from slurm_ft.launch import signals as sigmod
     from slurm_ft.launch import workers as wk
-    from slurm_ft.slurm import SlurmEnvError, SlurmJob, rdzv_port
+    from slurm_ft.slurm import SlurmEnvError, SlurmJob, rdzv_ports
 
     parser = build_parser()
     if not args:
@@ -394,11 +397,11 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     state = statedir.resolve(job, settings.state_dir, cwd)
     port_range = config.parse_port_range(settings.launch.rdzv_port_range)
     try:
-        port = rdzv_port(job, port_range, settings.launch.rdzv_port)
+        ports = rdzv_ports(job, port_range, settings.launch.rdzv_port)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if job.num_nodes == 1:
-        port = 0  # a single node keeps its store in process (no port, no torch import)
+        ports = ()  # a single node keeps its store in process (no port, no torch import)
     topo = wk.Topology(job.node_rank, job.num_nodes, nproc, job.master_addr)
     cfg = agent_mod.AgentConfig(
         job=job,
@@ -406,7 +409,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         entry=entry,
         topo=topo,
         state=state,
-        rdzv_port=port,
+        rdzv_ports=ports,
         base_env=env,
         python=sys.executable,
         cwd=cwd,
@@ -418,13 +421,22 @@ def _main(args: list[str], env: dict[str, str]) -> int:
 
     cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
-        _dry_run(cfg, port, sys.stdout, cfg.placement)
+        _dry_run(cfg, sys.stdout, cfg.placement)
         sys.stdout.flush()
         return 0
     helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
-    cfg = dataclasses.replace(cfg, spawn_helper=helper)
+    cfg = dataclasses.replace(cfg, spawn_helper=helper, step_killer=_step_killer(job, env))
     _check_state_dir(state.path)
     return _launch(cfg)
+
+
+def _step_killer(job: Any, env: Mapping[str, str]) -> tuple[str, ...]:
+    """``scancel --signal=KILL JOB.STEP``: SIGKILL to every process of this step on every
+    node (a frozen launcher and its workers too); () outside a multi-node Slurm step."""
+    if job.num_nodes < 2 or job.job_id is None or job.step_id is None:
+        return ()
+    scancel = shutil.which("scancel", path=env.get("PATH", os.defpath)) or "scancel"
+    return (scancel, "--signal=KILL", f"{job.job_id}.{job.step_id}")
 
 
 def _launch(cfg: Any) -> int:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
+import subprocess
 import time
 import traceback
 from collections.abc import Callable
@@ -30,7 +32,7 @@ from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
-from slurm_ft.launch.coordinator import Coordinator, open_store
+from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
@@ -49,6 +51,9 @@ CYCLE_OUTCOME = {
     WatchEndKind.STORE_LOST: CycleOutcome.LOST,
     WatchEndKind.BLIND: CycleOutcome.LOST,
 }
+
+
+STEP_KILL_TIMEOUT_S = 10.0
 
 
 class Phase(Enum):
@@ -143,26 +148,29 @@ class Agent:
         """Node 0 opens the store and publishes the run; a peer connects and reads it."""
         cfg = self.cfg
         if cfg.is_node0:
-            self.client = self._given_client or open_store(cfg)
+            self.client = self._given_client or open_store(cfg, self.ev)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
             deadline = time.monotonic() + self.launch.join_timeout
-            self.client = self._given_client or Client.connect(
-                cfg.topo.master_addr,
-                cfg.rdzv_port,
-                Keys(cfg.run_id),
-                deadline=deadline,
-                op_timeout=self.launch.heartbeat_timeout,
-                abort=self._received,
-                sleep=self.sig.sleep,
-            )
-            found = self.client.wait_base(deadline=deadline, abort=self._received)
-            if found is None:
-                raise StoreLost("node 0 did not publish the run within the join timeout")
-            base = found
+            if self._given_client is not None:
+                self.client = self._given_client
+                found = self.client.wait_base(deadline=deadline, abort=self._received)
+                if found is None:
+                    raise StoreLost("node 0 did not publish the run within the join timeout")
+                base = found
+            else:
+                self.client, base = Client.find(
+                    cfg.topo.master_addr,
+                    cfg.rdzv_ports,
+                    Keys(cfg.run_id),
+                    deadline=deadline,
+                    op_timeout=self.launch.heartbeat_timeout,
+                    abort=self._received,
+                    sleep=self.sig.sleep,
+                )
             self.client.beat(cfg.job.node_rank)
-            self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{cfg.rdzv_port}")
+            self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{self.client.port}")
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
         self.threads = BackgroundSet.start(
             self.client,
@@ -316,10 +324,24 @@ class Agent:
             self.books.write_outcome(self.run, way_out.ending)
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run, self.published)
+            if way_out.ending.lost_nodes:
+                self._end_step(way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack()
         return way_out.ending
+
+    def _end_step(self, lost: tuple[str, ...]) -> None:
+        """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
+        until the time limit. Once the outcome is written and the live peers have read the
+        answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
+        goes on to its decision."""
+        argv = self.cfg.step_killer
+        if not argv:
+            return
+        self.ev.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
 
     # ------------------------------------------------------------------ cleanup
 
@@ -366,6 +388,8 @@ def drive(agent: Agent) -> Ending:
             way_out = agent.lost_store(str(exc))
         except BackgroundDied as exc:
             way_out = agent.blind(str(exc))
+        except PortsInUse as exc:
+            way_out = wayout.ports_in_use(str(exc))
         except BadInput:
             raise
         except Exception as exc:

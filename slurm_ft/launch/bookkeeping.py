@@ -97,6 +97,7 @@ class Bookkeeper:
             run_id=self.run_id,
             run_uuid=run.run_uuid,
             unhealthy_nodes=list(ending.unhealthy_nodes),
+            lost_nodes=list(ending.lost_nodes),
             nodes=list(ending.nodes if ending.nodes else run.nodes),
             time=self.clock(),
         )

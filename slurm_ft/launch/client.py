@@ -7,6 +7,7 @@ waiter) opens its own with :meth:`Client.clone`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from slurm_ft.launch.records import Failure
 from slurm_ft.launch.stores import Interrupted, LocalConnection, Store, StoreLost
 
 WAIT_CHUNK_S = 0.2
+PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
 
 T = TypeVar("T")
 Abort = Callable[[], bool]
@@ -68,6 +70,43 @@ class Client:
             address, port, deadline=deadline, op_timeout=op_timeout, abort=abort, sleep=sleep
         )
         return cls(store, keys, address)
+
+    @classmethod
+    def find(
+        cls,
+        address: str,
+        ports: Sequence[int],
+        keys: Keys,
+        *,
+        deadline: float,
+        op_timeout: float,
+        abort: Abort,
+        sleep: Sleep,
+    ) -> tuple[Client, Base]:
+        """A peer: node 0's store and the run it published. Node 0 listens on the first
+        port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
+        until one holds this run's ``base``: a store without it (not up yet, or another
+        job's on a clashing port) is left for the next. StoreLost at ``deadline``."""
+        while True:
+            for port in ports:
+                if time.monotonic() >= deadline:
+                    raise StoreLost(
+                        f"node 0 did not publish the run at {address} on port(s) "
+                        f"{', '.join(map(str, ports))} within the join timeout"
+                    )
+                until = min(deadline, time.monotonic() + PORT_SLICE_S)
+                try:
+                    store = stores.connect(
+                        address, port, deadline=until, op_timeout=op_timeout, abort=abort, sleep=sleep
+                    )
+                except StoreLost:
+                    continue
+                client = cls(store, keys, address)
+                until = min(deadline, time.monotonic() + PORT_SLICE_S)
+                with contextlib.suppress(StoreLost):
+                    base = client.wait_base(deadline=until, abort=abort)
+                    if base is not None:
+                        return client, base
 
     @property
     def port(self) -> int:

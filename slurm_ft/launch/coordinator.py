@@ -38,18 +38,25 @@ class Roster:
     lost: tuple[str, ...]
 
 
-def open_store(cfg: AgentConfig) -> Client:
-    """Node 0's store: in memory for one node, else a TCPStore (port in use -> BadInput)."""
+class PortsInUse(Exception):
+    """Node 0 found every port of the job's sequence in use: retryable (another job's
+    store may be gone by the next attempt), never bad input."""
+
+
+def open_store(cfg: AgentConfig, events: EventLog) -> Client:
+    """Node 0's store: in memory for one node, else a TCPStore on the first free port of
+    the job's sequence (where the peers look for it, in the same order)."""
     keys = Keys(cfg.run_id)
     if cfg.num_nodes == 1:
         return Client.local(keys)
-    try:
-        return Client.host(cfg.rdzv_port, keys, cfg.settings.launch.heartbeat_timeout)
-    except StoreBindError as exc:
-        raise BadInput(
-            f"cannot listen on rendezvous port {cfg.rdzv_port} ({exc}); choose another with "
-            "--rdzv-port or SLURM_FT_LAUNCH_RDZV_PORT"
-        ) from None
+    in_use: list[str] = []
+    for port in cfg.rdzv_ports:
+        try:
+            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout)
+        except StoreBindError as exc:
+            events.event(f"rendezvous port {port} in use ({exc})")
+            in_use.append(str(port))
+    raise PortsInUse(f"every rendezvous port of this job is in use ({', '.join(in_use)})")
 
 
 class Coordinator:
@@ -148,6 +155,7 @@ class Coordinator:
             start_time=now,
             nodes=roster.names,
             unhealthy_nodes=tuple(node for node, _ in roster.unhealthy),
+            lost_nodes=roster.lost,
             first_failure=previous.to_json() if previous else None,
         )
 

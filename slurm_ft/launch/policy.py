@@ -87,12 +87,14 @@ class Ending:
     """How this launcher's attempt ends: its exit code and what the outcome record says.
 
     ``nodes`` None means "the nodes this launcher knows of"; ``internal_error`` is set
-    when the launcher itself failed, for the one line the front end prints.
+    when the launcher itself failed, for the one line the front end prints. ``lost_nodes``
+    went silent: what is left of them on their node must be ended with the job step.
     """
 
     exit_code: int
     reason: str
     unhealthy_nodes: tuple[str, ...] = ()
+    lost_nodes: tuple[str, ...] = ()
     nodes: tuple[str, ...] | None = None
     internal_error: str | None = None
     traceback: str | None = None
@@ -115,7 +117,9 @@ def finished() -> Ending:
 
 def stopped(decision: Decision) -> Ending:
     """Node 0 decided to stop: every launcher ends with the decision's code."""
-    return Ending(decision.exit_code, decision.reason, decision.unhealthy_nodes, decision.nodes)
+    return Ending(
+        decision.exit_code, decision.reason, decision.unhealthy_nodes, decision.lost_nodes, decision.nodes
+    )
 
 
 def signalled(signum: int, node_name: str | None) -> Ending:
@@ -129,6 +133,12 @@ def store_lost(detail: str, *, unhealthy: bool) -> Ending:
     """A peer lost node 0. An unhealthy node keeps its 94 so the template excludes it."""
     code = ExitCode.UNHEALTHY if unhealthy else ExitCode.WORKERS_FAILED
     return Ending(int(code), f"lost node 0: {detail}")
+
+
+def ports_in_use(detail: str) -> Ending:
+    """Node 0 could not open its store: every port of the job's sequence is taken (other
+    jobs' stores on this host). Transient, so the retryable 1, never bad input's 2."""
+    return Ending(int(ExitCode.WORKERS_FAILED), f"no rendezvous port: {detail}")
 
 
 def background_failed(detail: str) -> Ending:

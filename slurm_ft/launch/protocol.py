@@ -115,6 +115,7 @@ class Decision:
     start_time: float = 0.0
     nodes: tuple[str, ...] = ()
     unhealthy_nodes: tuple[str, ...] = ()
+    lost_nodes: tuple[str, ...] = ()  # launchers that went silent (frozen, or their node died)
     first_failure: JsonDict | None = None
 
     @property

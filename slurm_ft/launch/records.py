@@ -148,6 +148,7 @@ class OutcomeRecord:
     run_id: str
     run_uuid: str
     unhealthy_nodes: list[str] = field(default_factory=list)
+    lost_nodes: list[str] = field(default_factory=list)  # silent launchers: exclude them too
     nodes: list[str] = field(default_factory=list)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION

@@ -87,6 +87,7 @@ class Cycle:
         self.script = script
         self.settings = {"launch.heartbeat_interval": 0.02, "launch.monitor_interval": 0.05, **settings}
         self.nodes: list[Node] = []
+        self.step_killer: tuple[str, ...] = ()
 
     def config(self, node: int) -> AgentConfig:
         env = job_env(node, self.num_nodes)
@@ -99,13 +100,14 @@ class Cycle:
             entry=Entry("command", "/bin/sh", ("-c", self.script)),
             topo=Topology(node, self.num_nodes, 1, job.master_addr),
             state=self.state,
-            rdzv_port=0,
+            rdzv_ports=(),
             base_env={"PATH": "/usr/bin:/bin", "MARK": str(self.tmp)},
             python="python3",
             cwd=str(self.tmp),
             health_checks="health.checks" in self.settings,
             run_id=agent_mod.run_id_for(job),
             signals=SIGNALS,
+            step_killer=self.step_killer,
         )
 
     def start(self, only: list[int] | None = None) -> Cycle:
@@ -219,8 +221,11 @@ def test_signal_between_cycles_ends_at_once(tmp_path):
     assert (c.outcome()["exit_code"], c.outcome()["reason"]) == (130, "received SIGINT")
 
 
-def test_lost_launcher_is_judged_on_node0s_clock(tmp_path):
-    c = Cycle(tmp_path, 2, SLEEP, **{"launch.heartbeat_timeout": 30.0}).start()
+def test_lost_launcher_is_judged_on_node0s_clock_and_node0_ends_the_step(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP, **{"launch.heartbeat_timeout": 30.0})
+    killed = tmp_path / "step-killed"
+    c.step_killer = ("/bin/sh", "-c", f"echo scancel >> {killed}")
+    c.start()
     wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
     heartbeat = c.node(1).agent.threads.heartbeat
     assert heartbeat is not None
@@ -234,6 +239,9 @@ def test_lost_launcher_is_judged_on_node0s_clock(tmp_path):
     assert c.finish() == [1, 1]
     assert "cycle 0 failed: node1 (node 1): launcher silent for" in c.node(0).events()
     assert c.outcome()["reason"] == "lost launcher on node1"
+    assert c.outcome()["lost_nodes"] == ["node1"]
+    assert killed.read_text() == "scancel\n"  # once, by node 0, after the outcome was written
+    assert "ending the job step: lost launcher on node1" in c.node(0).events()
 
 
 def test_lost_store_ends_a_peer_with_1(tmp_path):
