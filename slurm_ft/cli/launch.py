@@ -272,7 +272,7 @@ def _check_state_dir(path: Path) -> None:
         raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
 
 
-def _dry_run(cfg: Any, out: Any, placement: Plan | None) -> None:
+def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> None:
     from slurm_ft.launch import cyclecount
     from slurm_ft.launch import workers as wk
 
@@ -290,6 +290,7 @@ def _dry_run(cfg: Any, out: Any, placement: Plan | None) -> None:
         port, *others = cfg.rdzv_ports
         also = f" (if in use: {', '.join(map(str, others))})" if others else ""
         w(f"rendezvous: TCPStore on {topo.master_addr}:{port}{also}, hosted by node 0; run id {cfg.run_id}\n")
+        w(f"rendezvous authentication: {secret_note}\n")
     w(
         f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
         f"ranks {topo.ranks.start}-{topo.ranks.stop - 1} on this node\n"
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft import health
+    from slurm_ft.launch import jobsecret
     from slurm_ft.launch import signals as sigmod
     from slurm_ft.launch import workers as wk
     from slurm_ft.slurm import SlurmEnvError, SlurmJob, rdzv_ports
@@ -410,7 +412,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         topo=topo,
         state=state,
         rdzv_ports=ports,
-        base_env=env,
+        base_env=jobsecret.without_secret(env),  # workers never see the job secret
         python=sys.executable,
         cwd=cwd,
         health_checks=health_on,
@@ -421,12 +423,19 @@ def _main(args: list[str], env: dict[str, str]) -> int:
 
     cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
-        _dry_run(cfg, sys.stdout, cfg.placement)
+        secret_note = (
+            f"job secret from {jobsecret.SECRET_ENV} (not shown)"
+            if env.get(jobsecret.SECRET_ENV)
+            else f"job secret from {state.path / jobsecret.SECRET_FILE} (made at start if missing)"
+        )
+        _dry_run(cfg, sys.stdout, cfg.placement, secret_note)
         sys.stdout.flush()
         return 0
     helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
     cfg = dataclasses.replace(cfg, spawn_helper=helper, step_killer=_step_killer(job, env))
     _check_state_dir(state.path)
+    if job.num_nodes > 1:
+        cfg = dataclasses.replace(cfg, auth=jobsecret.resolve(env.get(jobsecret.SECRET_ENV), state))
     return _launch(cfg)
 
 

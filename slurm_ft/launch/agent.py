@@ -35,10 +35,12 @@ from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.policy import Ending, signal_name
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, FailureKind
+from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
 from slurm_ft.launch.survivors import Survivor
@@ -147,14 +149,18 @@ class Agent:
     def _open(self) -> Member:
         """Node 0 opens the store and publishes the run; a peer connects and reads it."""
         cfg = self.cfg
+        sealer = Sealer(cfg.auth.key, self.ev.event)
+        keys = Keys(cfg.run_id, sealer.namespace)
+        given = self._given_client.rekeyed(keys, sealer) if self._given_client else None
+        self._announce_auth()
         if cfg.is_node0:
-            self.client = self._given_client or open_store(cfg, self.ev)
+            self.client = given or open_store(cfg, keys, sealer, self.ev)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
             deadline = time.monotonic() + self.launch.join_timeout
-            if self._given_client is not None:
-                self.client = self._given_client
+            if given is not None:
+                self.client = given
                 found = self.client.wait_base(deadline=deadline, abort=self._received)
                 if found is None:
                     raise StoreLost("node 0 did not publish the run within the join timeout")
@@ -163,7 +169,8 @@ class Agent:
                 self.client, base = Client.find(
                     cfg.topo.master_addr,
                     cfg.rdzv_ports,
-                    Keys(cfg.run_id),
+                    keys,
+                    sealer,
                     deadline=deadline,
                     op_timeout=self.launch.heartbeat_timeout,
                     abort=self._received,
@@ -186,6 +193,19 @@ class Agent:
             self.coordinator.threads = self.threads
         self.member = Member(cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r)
         return self.member
+
+    def _announce_auth(self) -> None:
+        """Once at every start of a multi-node launcher: whether the store is authenticated."""
+        if self.cfg.num_nodes < 2:
+            return
+        auth = self.cfg.auth
+        if auth.key is not None:
+            self.ev.event(f"rendezvous store authenticated: {auth.source}")
+        else:
+            self.ev.event(
+                f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
+                f"reach its port can stop or restart this job; set {SECRET_ENV} (README: security)"
+            )
 
     def _decide(self, i: int, cycle: int) -> Decision:
         abort = self.threads.abort_check(self._received)

@@ -134,7 +134,8 @@ class PeerMonitor(BackgroundThread):
         while not self._stop_event.is_set():
             values = self.client.beats(self._peers)
             now = self._clock()
-            for node, value in zip(self._peers, values, strict=True):
+            for node, beat in zip(self._peers, values, strict=True):
+                value = last_value.get(node, 0) if beat is None else beat  # a forgery is no sign of life
                 if value != last_value.get(node):
                     last_value[node] = value
                     last_change[node] = now

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_ft.config import Settings
+from slurm_ft.launch.jobsecret import StoreAuth
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
@@ -35,6 +36,7 @@ class AgentConfig:
     # argv that SIGKILLs this job step everywhere (scancel), for node 0 to end a step
     # whose lost launcher would otherwise hold the allocation; () outside a Slurm step.
     step_killer: tuple[str, ...] = ()
+    auth: StoreAuth = field(default_factory=StoreAuth)  # the job secret, if any
 
     @property
     def is_node0(self) -> bool:

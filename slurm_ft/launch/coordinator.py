@@ -22,6 +22,7 @@ from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
@@ -43,16 +44,15 @@ class PortsInUse(Exception):
     store may be gone by the next attempt), never bad input."""
 
 
-def open_store(cfg: AgentConfig, events: EventLog) -> Client:
+def open_store(cfg: AgentConfig, keys: Keys, sealer: Sealer, events: EventLog) -> Client:
     """Node 0's store: in memory for one node, else a TCPStore on the first free port of
     the job's sequence (where the peers look for it, in the same order)."""
-    keys = Keys(cfg.run_id)
     if cfg.num_nodes == 1:
         return Client.local(keys)
     in_use: list[str] = []
     for port in cfg.rdzv_ports:
         try:
-            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout)
+            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout, sealer)
         except StoreBindError as exc:
             events.event(f"rendezvous port {port} in use ({exc})")
             in_use.append(str(port))
@@ -104,8 +104,13 @@ class Coordinator:
         n = self.cfg.num_nodes
 
         def settled() -> bool | None:
+            if self.threads.lost_peers():
+                return True
             joined, unhealthy = self.client.join_counts(i)
-            return True if joined >= n or unhealthy > 0 or self.threads.lost_peers() else None
+            if joined < n and unhealthy == 0:
+                return None
+            infos = self.client.join_records(i, n)  # the counters are hints; records are sealed
+            return True if all(infos) or any(info and info.unhealthy for info in infos) else None
 
         if previous is None or previous.retryable:
             poll_until(

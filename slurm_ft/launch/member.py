@@ -138,7 +138,7 @@ class Member:
                 for e in exits:
                     self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
                 if not done_marked and workers.all_succeeded():
-                    self.client.mark_done(i)
+                    self.client.mark_done(i, self.cfg.job.node_rank)
                     done_marked = True
                 end = self._nic_view(i) or self._job_view(i, judge)
             except StoreLost as exc:
@@ -169,7 +169,7 @@ class Member:
         poll = self.client.poll(i)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
-        if poll.done >= self.cfg.num_nodes:
+        if poll.done >= self.cfg.num_nodes and self.client.all_done(i, self.cfg.num_nodes):
             self.client.halt(i)  # wakes the others at once
             return WatchEnd(WatchEndKind.SUCCESS)
         if judge is not None:

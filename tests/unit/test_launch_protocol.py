@@ -75,8 +75,9 @@ def test_first_failure_wins(host):
     assert a.publish_failure(0, f1) == f1
     assert b.publish_failure(0, f2) == f1
     assert host.poll(0).failure == f1
-    host.mark_done(0)
+    host.mark_done(0, 0)
     assert host.poll(0).done == 1
+    assert not host.all_done(0, 3)
 
 
 def test_interrupted_wait():
