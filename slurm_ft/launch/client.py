@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import socket
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -34,6 +35,8 @@ from slurm_ft.launch.stores import Interrupted, LocalConnection, Store, StoreLos
 
 WAIT_CHUNK_S = 0.2
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
+PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
+PROBE_PAUSE_S = 0.05
 
 T = TypeVar("T")
 Abort = Callable[[], bool]
@@ -41,6 +44,15 @@ Sleep = Callable[[float], None]
 
 
 FAILURE_SWAPS = 3  # forgeries in a failure key replaced before giving up on it
+
+
+def _listening(address: str, port: int) -> bool:
+    """Whether anything accepts connections on the port (a refused one costs nothing)."""
+    try:
+        with socket.create_connection((address, port), timeout=PROBE_S):
+            return True
+    except OSError:
+        return False
 
 
 class Client:
@@ -104,12 +116,12 @@ class Client:
         until one holds this run's ``base``: a store without it (not up yet, or another
         job's on a clashing port) is left for the next. StoreLost at ``deadline``."""
         while True:
-            for port in ports:
-                if time.monotonic() >= deadline:
-                    raise StoreLost(
-                        f"node 0 did not publish the run at {address} on port(s) "
-                        f"{', '.join(map(str, ports))} within the join timeout"
-                    )
+            if abort():
+                raise Interrupted()
+            listening = [p for p in ports if _listening(address, p)]  # not yet: no slice spent
+            if not listening:
+                sleep(min(PROBE_PAUSE_S, max(0.0, deadline - time.monotonic())))
+            for port in listening:
                 until = min(deadline, time.monotonic() + PORT_SLICE_S)
                 try:
                     client = cls.connect(
@@ -129,6 +141,11 @@ class Client:
                     base = client.wait_base(deadline=until, abort=abort)
                     if base is not None:
                         return client, base
+            if time.monotonic() >= deadline:
+                raise StoreLost(
+                    f"node 0 did not publish the run at {address} on port(s) "
+                    f"{', '.join(map(str, ports))} within the join timeout"
+                )
 
     @property
     def port(self) -> int:
@@ -323,9 +340,13 @@ class Client:
         self._op(lambda: self._store.add(self.keys.acks, 1))
 
     def beat(self, node: int) -> None:
-        """A number this connection sets ever higher (sealed, unlike an increment)."""
+        """A number this connection sets ever higher (sealed, unlike an increment). A
+        TCPStore ``set`` is not answered, so a frozen host would take it silently: the
+        ``check`` after it is the round trip that proves the host is alive."""
         self._beats += 1
-        self._set_sealed(self.keys.heartbeat(node), str(self._beats))
+        key = self.keys.heartbeat(node)
+        self._set_sealed(key, str(self._beats))
+        self._check(key)
 
 
 __all__ = ["Client", "Interrupted", "StoreLost"]
