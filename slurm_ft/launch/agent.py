@@ -355,7 +355,7 @@ class Agent:
         """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
         until the time limit. Once the outcome is written and the live peers have read the
         answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
-        goes on to its decision."""
+        goes on to its decision. (A peer whose node 0 froze does the same on its way out.)"""
         argv = self.cfg.step_killer
         if not argv:
             return
@@ -371,6 +371,7 @@ class Agent:
         if self.workers is not None:
             self.workers.group.signal_groups(signal.SIGKILL)
         wk.kill_orphans(os.getpid())
+        self._end_step(("node 0",))  # a frozen node 0 would hold the step as a frozen peer does
         os._exit(int(ExitCode.WORKERS_FAILED))
 
     def cleanup(self) -> None:
