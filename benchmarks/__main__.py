@@ -30,6 +30,7 @@ FIGURES: dict[str, tuple[int, str]] = {
     "health": (4, "benchmarks.healthcheck_time"),
     "rendezvous": (5, "benchmarks.rendezvous_scale"),
     "cpu": (6, "benchmarks.launcher_cpu"),
+    "hang": (7, "benchmarks.hang_detection"),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

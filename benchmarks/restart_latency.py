@@ -27,6 +27,7 @@ PROBE = WORKERS / "startup_probe.py"
 NNODES, NPROC = 2, 2
 VICTIM = 3  # node 1, local rank 1: the failure has to cross nodes to reach node 0
 TIMEOUT = 180.0
+LIGHTNING_TERM_S = 2.0
 
 
 def latency(directory: Path) -> float:
@@ -57,10 +58,12 @@ def _run_agents(ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]],
         raise proc.BenchError(f"exit codes {codes}; log tail: {tail!r}")
 
 
-def torchrun_once(ctx: Context) -> float:
+def torchrun_once(ctx: Context, term_delay: float = 0.0) -> float:
     directory = ctx.scratch("stamps")
     port, run_id = proc.free_port(), uuid.uuid4().hex[:8]
-    env = ctx.env(BENCH_STAMPS=str(directory), BENCH_VICTIM_RANK=str(VICTIM))
+    env = ctx.env(
+        BENCH_STAMPS=str(directory), BENCH_VICTIM_RANK=str(VICTIM), BENCH_TERM_DELAY_S=f"{term_delay:g}"
+    )
     cmds = [
         (
             launchers.torchrun_c10d(
@@ -81,7 +84,7 @@ def torchrun_once(ctx: Context) -> float:
     return latency(directory)
 
 
-def ours_once(ctx: Context) -> float:
+def ours_once(ctx: Context, term_delay: float = 0.0) -> float:
     directory = ctx.scratch("stamps")
     submit = ctx.scratch("submit")
     port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
@@ -97,6 +100,7 @@ def ours_once(ctx: Context) -> float:
                 "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
                 "BENCH_STAMPS": str(directory),
                 "BENCH_VICTIM_RANK": str(VICTIM),
+                "BENCH_TERM_DELAY_S": f"{term_delay:g}",
             },
         )
         cmds.append((launchers.ours(ctx, SCRIPT), env))
@@ -119,6 +123,14 @@ def run(ctx: Context) -> list[Row]:
         runs=ctx.runs(3, 1),
         warmup=ctx.runs(1, 0),
     )
+    slow = interleave(
+        {
+            "ours": lambda: ours_once(ctx, LIGHTNING_TERM_S),
+            "torchrun": lambda: torchrun_once(ctx, LIGHTNING_TERM_S),
+        },
+        runs=ctx.runs(3, 1),
+        warmup=0,
+    )
     startup = repeat(lambda: startup_once(ctx), runs=ctx.runs(7, 3), warmup=1)
     return [
         Row(
@@ -130,6 +142,16 @@ def run(ctx: Context) -> list[Row]:
             [Target("max", 0.5, strict=True), Target("ratio_max", 0.3)],
             note="includes the new workers' interpreter start-up (next row)",
             error=contest.error("ours", "torchrun"),
+        ),
+        Row(
+            FIGURE,
+            f"restart latency, workers that take {LIGHTNING_TERM_S:g} s to exit on SIGTERM (as Lightning)",
+            "s",
+            slow.summary("ours"),
+            slow.summary("torchrun"),
+            [Target("max", 0.5, strict=True)],
+            note="the other ranks get --failure-stop-grace (0.2 s), then SIGKILL",
+            error=slow.error("ours", "torchrun"),
         ),
         Row(
             FIGURE,

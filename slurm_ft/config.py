@@ -35,9 +35,10 @@ class ConfigError(ValueError):
 class LaunchSettings:
     nproc_per_node: str = "auto"
     max_restarts: int = 3
-    monitor_interval: float = 0.1
+    monitor_interval: float = 2.0
     workers_stop_timeout: float = 15.0
     kill_timeout: float = 30.0  # after SIGKILL: a worker still there is stuck in the kernel
+    failure_stop_grace: float = 0.2
     term_timeout: float = 25.0
     join_timeout: float = 300.0
     rdzv_port: int | None = None
@@ -54,6 +55,8 @@ class LaunchSettings:
     # The launcher's own NIC mode (health.nic_mode is the standalone check's): judged
     # against its start-time snapshot, a port down from the start cannot fail every node.
     nic_mode: Literal["absolute", "transition"] = "transition"
+    role: str = "default"
+    prom_file: str | None = None
 
 
 @dataclass
@@ -66,6 +69,9 @@ class AppLogSettings:
     local_ranks_filter: list[int] | None = None
     launcher_log: str | None = None
     quiet: bool = False
+    log_dir: str | None = None
+    redirects: str = "0"
+    tee_streams: str = "0"
 
 
 @dataclass
@@ -96,15 +102,30 @@ class ProgressSettings:
 
 
 @dataclass
+class HangSettings:
+    """Hang detection; a timeout of 0 turns its detector off (see README, "Hangs")."""
+
+    timeout: float = 1800.0  # no worker of the whole job wrote anything for this long
+    iteration_timeout: float = 0.0  # the checkpoint iteration did not advance for this long
+    rank_heartbeat_timeout: float = 0.0  # slurm_ft.worker.heartbeat() not called for this long
+    rank_initial_heartbeat_timeout: float = 0.0  # ... before a rank's first heartbeat
+    rank_section_timeouts: list[str] = field(default_factory=list)  # "name=S" entries
+    rank_out_of_section_timeout: float = 0.0  # outside every section, once one was used
+    rank_termination_signal: str = "SIGTERM"  # first signal of every failure stop
+    stack_dump_timeout: float = 2.0  # how long the stacks of a hung job may take to arrive
+
+
+@dataclass
 class Settings:
     state_dir: str | None = None
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     applog: AppLogSettings = field(default_factory=AppLogSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     progress: ProgressSettings = field(default_factory=ProgressSettings)
+    hang: HangSettings = field(default_factory=HangSettings)
 
 
-SECTIONS: tuple[str, ...] = ("launch", "applog", "health", "progress")
+SECTIONS: tuple[str, ...] = ("launch", "applog", "health", "progress", "hang")
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -209,9 +230,14 @@ def apply(settings: Settings, values: Mapping[str, Any]) -> Settings:
 
 def validate(settings: Settings) -> None:
     """Range checks that a type alone cannot express."""
+    _validate_hang(settings.hang)
     launch = settings.launch
     if launch.max_restarts < 0:
         raise ConfigError(f"{YAML_ROOT}.launch.max_restarts: must be >= 0, got {launch.max_restarts}")
+    if launch.failure_stop_grace < 0:
+        raise ConfigError(
+            f"{YAML_ROOT}.launch.failure_stop_grace: must be >= 0, got {launch.failure_stop_grace}"
+        )
     for key in (
         "monitor_interval",
         "workers_stop_timeout",
@@ -247,6 +273,16 @@ def validate(settings: Settings) -> None:
     interval = settings.health.nic_monitor_interval
     if interval <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
+    for key in ("redirects", "tee_streams"):
+        if getattr(applog, key) != "0":  # the default needs no parser (and no import at start-up)
+            from slurm_ft.launch.streams import StdSpecError, parse_std
+
+            try:
+                parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
+            except StdSpecError as exc:
+                raise ConfigError(str(exc)) from None
+    if not settings.launch.role.strip():
+        raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
     if settings.progress.min_progress_iterations < 1:
@@ -360,3 +396,28 @@ def describe_keys() -> list[tuple[str, str, str]]:
             value = value[part]
         rows.append((f"{YAML_ROOT}.{key}", env_name(key), repr(value)))
     return rows
+
+
+def _validate_hang(hang: HangSettings) -> None:
+    for key in (
+        "timeout",
+        "iteration_timeout",
+        "rank_heartbeat_timeout",
+        "rank_initial_heartbeat_timeout",
+        "rank_out_of_section_timeout",
+    ):
+        if getattr(hang, key) < 0:
+            raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
+    if hang.stack_dump_timeout <= 0:
+        raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
+    from slurm_ft.launch.hang import parse_section_timeouts
+    from slurm_ft.launch.signals import parse_signals
+
+    try:
+        parse_section_timeouts(hang.rank_section_timeouts)
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.hang.rank_section_timeouts: {exc}") from None
+    try:
+        parse_signals([hang.rank_termination_signal])
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.hang.rank_termination_signal: {exc}") from None

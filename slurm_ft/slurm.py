@@ -11,7 +11,8 @@ its own). Rules worth knowing:
   may span fewer nodes than the allocation, and ``SLURM_NODEID`` counts within the step.
 - A node is named by ``SLURMD_NODENAME`` (the Slurm node name), never by the host name:
   several slurmd on one machine share a host name.
-- No ``SLURM_JOB_ID`` means standalone: one node, rank 0, master 127.0.0.1.
+- No ``SLURM_JOB_ID`` means standalone: one node, rank 0, master 127.0.0.1, unless
+  torchrun's flags describe a multi-node job by hand (:meth:`SlurmJob.by_hand`).
 
 ``python -m slurm_ft.slurm [--json]`` prints what this module derives from the current
 environment, for batch scripts and for people debugging a launch.
@@ -19,6 +20,7 @@ environment, for batch scripts and for people debugging a launch.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 from collections.abc import Mapping
@@ -38,6 +40,10 @@ class SlurmEnvError(ValueError):
 
 @dataclass(frozen=True)
 class SlurmJob:
+    """One node's view of the job. ``hosts`` lists the nodes in node-rank order; a job
+    described by hand (torchrun flags, no Slurm) knows only node 0's address, so there
+    ``hosts`` holds that one entry while ``num_nodes`` counts every node."""
+
     standalone: bool
     job_id: str | None
     array_job_id: str | None
@@ -99,6 +105,37 @@ class SlurmJob:
         if "SLURM_JOB_ID" not in env:
             return _standalone(hostname)
         return _from_slurm_env(env, hostname, max_hosts)
+
+    @classmethod
+    def by_hand(
+        cls,
+        *,
+        num_nodes: int,
+        node_rank: int,
+        master_addr: str,
+        hostname: str | None = None,
+    ) -> SlurmJob:
+        """A job without Slurm whose topology comes from torchrun's flags (``--nnodes``,
+        ``--node-rank``, ``--master-addr``), checked the way the SLURM_* variables are;
+        the message names the flag. It is still ``standalone`` (no job id, no requeue)."""
+        if num_nodes < 1:
+            raise SlurmEnvError(f"--nnodes {num_nodes}: must be at least 1")
+        if not 0 <= node_rank < num_nodes:
+            raise SlurmEnvError(f"--node-rank {node_rank} is outside [0, {num_nodes}) (--nnodes {num_nodes})")
+        if not master_addr or any(c.isspace() for c in master_addr):
+            raise SlurmEnvError(f"--master-addr {master_addr!r} is not a host name or address")
+        job = _standalone(hostname)
+        if num_nodes == 1 and node_rank == 0 and master_addr == STANDALONE_ADDR:
+            return job
+        return dataclasses.replace(
+            job,
+            num_nodes=num_nodes,
+            node_rank=node_rank,
+            hosts=(master_addr,),
+            tasks_per_node=(),
+            procid=node_rank,
+            ntasks=num_nodes,
+        )
 
 
 def _standalone(hostname: str | None) -> SlurmJob:

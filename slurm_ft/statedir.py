@@ -37,6 +37,16 @@ class StateDir:
         return self.path / "outcome.json"
 
     @property
+    def outcomes_dir(self) -> Path:
+        """Every attempt's outcome record, kept: ``outcome.json`` holds only the latest."""
+        return self.path / "outcomes"
+
+    def attempt_outcome(self, attempt: int, run_uuid: str) -> Path:
+        """The kept copy of one launcher run's outcome; the uuid tells apart standalone runs,
+        which all count as attempt 0."""
+        return self.outcomes_dir / f"attempt{attempt}.{run_uuid}.json"
+
+    @property
     def cycles_dir(self) -> Path:
         return self.path / "cycles"
 
@@ -81,7 +91,10 @@ def resolve(job: SlurmJob, configured: str | None, cwd: str | os.PathLike[str]) 
     """
     if configured:
         return StateDir(Path(configured))
-    base = Path(job.submit_dir) if job.submit_dir else Path(cwd)
-    if job.standalone:
-        return StateDir(base / STATE_DIR_NAME / "standalone")
-    return StateDir(base / STATE_DIR_NAME / job.job_key)
+    return for_job_key(job.submit_dir or cwd, job.job_key)
+
+
+def for_job_key(submit_dir: str | os.PathLike[str], job_key: str) -> StateDir:
+    """``<submit dir>/.slurm_ft/<job key>``: the default state dir of a job (``standalone``
+    for runs outside Slurm)."""
+    return StateDir(Path(submit_dir) / STATE_DIR_NAME / job_key)

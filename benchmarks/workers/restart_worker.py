@@ -29,6 +29,15 @@ def main() -> int:
     stamps.write(directory, f"start-c{cycle}-r{rank}", STARTED)
     if cycle > 0:
         return 0
+    delay = float(os.environ.get("BENCH_TERM_DELAY_S", "0"))
+    if delay:  # like PyTorch Lightning: SIGTERM is caught and the exit takes a while
+        import signal
+
+        def slow_exit(signum: int, frame: object) -> None:
+            time.sleep(delay)
+            os._exit(143)
+
+        signal.signal(signal.SIGTERM, slow_exit)
     if rank != victim:
         while True:  # stopped by the launcher
             time.sleep(3600)

@@ -28,6 +28,11 @@ from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from slurm_ft.compat.ftlauncher import Translation
+    from slurm_ft.compat.torchrun import Request
+    from slurm_ft.slurm import SlurmJob
     from slurm_ft.topology.plan import Plan
 
 PROG = "slurm-ft-launch"
@@ -39,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Per-node launcher with in-job restarts coordinated across all nodes "
         "(run it under 'srun --ntasks-per-node=1').",
         allow_abbrev=False,
+        epilog="torchrun's other flags and NVIDIA ft_launcher's --ft-* options (and --ft-cfg-path) "
+        "are accepted too; the README's compatibility table says what each one does here.",
     )
     a = p.add_argument
     a(
@@ -60,16 +67,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--monitor_interval",
         dest="monitor_interval",
         metavar="S",
-        help="how often the launcher looks at the job while workers run (default 0.1)",
+        help="fallback poll of the job while workers run; events wake the launcher at once (default 2)",
     )
     a(
         "--workers-stop-timeout",
+        "--workers_stop_timeout",
         dest="workers_stop_timeout",
         metavar="S",
-        help="SIGTERM -> SIGKILL grace when stopping workers after a failure (default 15)",
+        help="after a failure: grace of a worker inside a section before SIGKILL (default 15)",
+    )
+    a(
+        "--failure-stop-grace",
+        dest="failure_stop_grace",
+        metavar="S",
+        help="after a failure: grace of the other workers before SIGKILL (default 0.2)",
     )
     a(
         "--term-timeout",
+        "--term_timeout",
         dest="term_timeout",
         metavar="S",
         help="grace after forwarding a terminating signal before SIGKILL (default 25)",
@@ -99,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="job state dir (default $SLURM_SUBMIT_DIR/.slurm_ft/<job>)",
     )
     a("--config", dest="config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
+    a(
+        "--prom-file",
+        dest="prom_file",
+        metavar="PATH",
+        help="write Prometheus textfile metrics of this launcher here (atomically, at most once a second)",
+    )
     a("--dry-run", action="store_true", help="print topology and worker commands, start nothing")
     # applog
     a(
@@ -114,9 +135,34 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="one log file per node and cycle (for file systems without atomic append)",
     )
-    a("--tee", dest="tee", action="store_const", const=True, help="also echo worker output to stdout")
+    a(
+        "-t",
+        "--tee",
+        dest="tee",
+        nargs="?",
+        const="",
+        metavar="SPEC",
+        help="no SPEC: also echo worker output to stdout; torchrun's SPEC (3, 0:1,1:2): those "
+        "streams also into per-rank files under --log-dir",
+    )
+    a(
+        "-r",
+        "--redirects",
+        dest="redirects",
+        metavar="SPEC",
+        help="torchrun's: these streams into per-rank files under --log-dir instead of the console",
+    )
+    a(
+        "--log-dir",
+        "--log_dir",
+        dest="log_dir",
+        metavar="DIR",
+        help="root of the per-rank files: DIR/<run id>/attempt_<cycle>/<rank>/stdout.log, stderr.log "
+        "(default <state dir>/logs)",
+    )
     a(
         "--local-ranks-filter",
+        "--local_ranks_filter",
         dest="local_ranks_filter",
         metavar="LIST",
         help="local ranks echoed by --tee (comma list)",
@@ -182,6 +228,45 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="a NIC down fails the node",
     )
+    # hang detection (README "Hangs"); 0 turns a detector off
+    a(
+        "--hang-timeout",
+        dest="hang_timeout",
+        metavar="S",
+        help="no worker of the job wrote for S s (default 1800)",
+    )
+    a(
+        "--hang-iteration-timeout",
+        dest="hang_iteration_timeout",
+        metavar="S",
+        help="checkpoint iteration did not advance for S s (default 0: off)",
+    )
+    a(
+        "--rank-heartbeat-timeout",
+        dest="rank_heartbeat_timeout",
+        metavar="S",
+        help="slurm_ft.worker.heartbeat()",
+    )
+    a(
+        "--rank-initial-heartbeat-timeout",
+        dest="rank_initial_heartbeat_timeout",
+        metavar="S",
+        help="first heartbeat after start",
+    )
+    a("--rank-section-timeouts", dest="rank_section_timeouts", metavar="NAME=S,...", help="per section")
+    a(
+        "--rank-out-of-section-timeout",
+        dest="rank_out_of_section_timeout",
+        metavar="S",
+        help="between sections",
+    )
+    a(
+        "--rank-termination-signal",
+        dest="rank_termination_signal",
+        metavar="SIG",
+        help="first signal of a failure stop (default SIGTERM)",
+    )
+    _torchrun_options(p)
     # what to run
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -194,9 +279,76 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the target as a plain command, not a Python script",
     )
+    mode.add_argument(
+        "--run-path",
+        "--run_path",
+        dest="run_path",
+        action="store_true",
+        help="torchrun's: run the script (here, as without the flag: one interpreter per worker)",
+    )
     a("target", metavar="SCRIPT", help="training script (or module, or command)")
     a("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return p
+
+
+def _torchrun_options(p: argparse.ArgumentParser) -> None:
+    """torchrun's topology, rendezvous and worker flags (slurm_ft/compat/torchrun.py)."""
+    from slurm_ft.compat.torchrun import REFUSED
+
+    a = p.add_argument
+    g = p.add_argument_group("torchrun's flags (checked against Slurm; without Slurm they define the job)")
+    g.add_argument("--nnodes", dest="nnodes", metavar="N|MIN:MAX", help="node count (checked against Slurm)")
+    g.add_argument("--node-rank", "--node_rank", dest="node_rank", metavar="K", help="this node's rank")
+    g.add_argument(
+        "--master-addr", "--master_addr", dest="master_addr", metavar="HOST", help="node 0's address"
+    )
+    g.add_argument(
+        "--master-port", "--master_port", dest="master_port", metavar="PORT", help="node 0's store port"
+    )
+    g.add_argument("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", metavar="HOST[:PORT]")
+    g.add_argument(
+        "--rdzv-id", "--rdzv_id", dest="rdzv_id", metavar="ID", help="accepted; the job id names the run"
+    )
+    g.add_argument("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", metavar="c10d|static")
+    g.add_argument("--rdzv-conf", "--rdzv_conf", dest="rdzv_conf", metavar="K=V,...")
+    g.add_argument("--standalone", dest="standalone", action="store_true", help="one node, no Slurm needed")
+    g.add_argument("--local-addr", "--local_addr", dest="local_addr", metavar="HOST", help="this node's name")
+    g.add_argument("--role", dest="role", metavar="NAME", help="ROLE_NAME of the workers (default 'default')")
+    g.add_argument(
+        "--start-method",
+        "--start_method",
+        dest="start_method",
+        choices=("spawn", "fork", "forkserver"),
+        help="accepted; every worker is a new process, as torchrun does for scripts",
+    )
+    g.add_argument(
+        "--signals-to-handle",
+        "--signals_to_handle",
+        dest="forward_signals",
+        metavar="LIST",
+        help="same as --forward-signals",
+    )
+    g.add_argument(
+        "--shutdown-timeout",
+        "--shutdown_timeout",
+        dest="shutdown_timeout",
+        metavar="S",
+        help="sets --workers-stop-timeout and --term-timeout",
+    )
+    for refused in REFUSED:
+        if refused.switch:
+            a(*refused.flags, dest=refused.dest, action="store_true", help=argparse.SUPPRESS)
+        else:
+            a(*refused.flags, dest=refused.dest, help=argparse.SUPPRESS)
+
+
+def takes_value_table(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """Every option string -> whether it consumes the next token (for compat.argv.split)."""
+    out: dict[str, bool] = {}
+    for action in parser._actions:  # argparse has no public list of its actions
+        for opt in action.option_strings:
+            out[opt] = action.nargs != 0
+    return out
 
 
 CLI_KEYS: dict[str, str] = {
@@ -204,17 +356,22 @@ CLI_KEYS: dict[str, str] = {
     "max_restarts": "launch.max_restarts",
     "monitor_interval": "launch.monitor_interval",
     "workers_stop_timeout": "launch.workers_stop_timeout",
+    "failure_stop_grace": "launch.failure_stop_grace",
     "term_timeout": "launch.term_timeout",
     "join_timeout": "launch.join_timeout",
     "rdzv_port": "launch.rdzv_port",
     "forward_signals": "launch.forward_signals",
     "state_dir": "state_dir",
+    "prom_file": "launch.prom_file",
     "applog_prefix": "applog.prefix",
     "applog_per_node": "applog.per_node",
     "tee": "applog.tee",
     "local_ranks_filter": "applog.local_ranks_filter",
     "launcher_log": "applog.launcher_log",
     "quiet": "applog.quiet",
+    "log_dir": "applog.log_dir",
+    "redirects": "applog.redirects",
+    "role": "launch.role",
     "checkpoint_iteration_file": "progress.checkpoint_iteration_file",
     "max_no_progress_cycles": "progress.max_no_progress_cycles",
     "min_progress_iterations": "progress.min_progress_iterations",
@@ -226,11 +383,27 @@ CLI_KEYS: dict[str, str] = {
     "nic_monitor": "health.nic_monitor",
     "nic_monitor_interval": "health.nic_monitor_interval",
     "nic_monitor_fatal": "health.nic_monitor_fatal",
+    "hang_timeout": "hang.timeout",
+    "hang_iteration_timeout": "hang.iteration_timeout",
+    "rank_heartbeat_timeout": "hang.rank_heartbeat_timeout",
+    "rank_initial_heartbeat_timeout": "hang.rank_initial_heartbeat_timeout",
+    "rank_section_timeouts": "hang.rank_section_timeouts",
+    "rank_out_of_section_timeout": "hang.rank_out_of_section_timeout",
+    "rank_termination_signal": "hang.rank_termination_signal",
 }
 
 
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     out = {key: getattr(ns, attr) for attr, key in CLI_KEYS.items() if getattr(ns, attr) is not None}
+    if ns.tee is not None:
+        del out["applog.tee"]
+        if ns.tee == "":
+            out["applog.tee"] = True
+        else:
+            out["applog.tee_streams"] = ns.tee
+    if ns.shutdown_timeout is not None:
+        out.setdefault("launch.workers_stop_timeout", ns.shutdown_timeout)
+        out.setdefault("launch.term_timeout", ns.shutdown_timeout)
     if ns.health_checks is not None:
         text = ns.health_checks.strip().lower()
         out["health.checks"] = [] if text == "none" else ns.health_checks
@@ -302,6 +475,12 @@ def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> No
         f"join timeout {launch.join_timeout}s\n"
     )
     w(f"state dir: {cfg.state.path}\n")
+    a = cfg.settings.applog
+    if a.log_dir:
+        w(
+            f"per-rank files: {a.log_dir}/{cfg.run_id}/attempt_<cycle>/<rank>/stdout.log, stderr.log "
+            f"(redirects {a.redirects}, tee {a.tee_streams})\n"
+        )
     checks = ", ".join(cfg.settings.health.checks) if cfg.health_checks else "none"
     w(f"health checks before each join: {checks}\n")
     health = cfg.settings.health
@@ -359,23 +538,152 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.BAD_INPUT)
 
 
-def _main(args: list[str], env: dict[str, str]) -> int:
-    from slurm_ft import health
-    from slurm_ft.launch import jobsecret
-    from slurm_ft.launch import signals as sigmod
-    from slurm_ft.launch import workers as wk
-    from slurm_ft.slurm import SlurmEnvError, SlurmJob, rdzv_ports
+@dataclasses.dataclass
+class Interpreted:
+    """The command line read: argparse's namespace, torchrun's request, ft_launcher's
+    translation and the settings overrides they make (command-line layer)."""
+
+    ns: argparse.Namespace
+    request: Request
+    ft: Translation
+    cli: dict[str, Any]
+
+
+def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None) -> Interpreted:
+    """Parse ``args`` (no environment, no topology): every flag either lands in ``cli``
+    or the request, or raises UsageError/CompatError. ``read_yaml(path)`` loads the
+    ``--ft-cfg-path`` file (default: yaml.safe_load of it)."""
+    from slurm_ft.compat import argv as compat_argv
+    from slurm_ft.compat import ftlauncher, torchrun
 
     parser = build_parser()
-    if not args:
-        raise UsageError("no training script given; usage: slurm-ft-launch [options] SCRIPT [args]")
-    ns = parser.parse_args(args)
-    settings = config.load(env, ns.config, _cli_values(ns))
-    cwd = os.getcwd()
+    split = compat_argv.split(args, takes_value_table(parser))
+    ns = parser.parse_args(split.launcher)
+    for refused in torchrun.REFUSED:
+        refused.check(getattr(ns, refused.dest))
+    request = torchrun.parse(
+        torchrun.TorchrunFlags(
+            nnodes=ns.nnodes,
+            node_rank=ns.node_rank,
+            master_addr=ns.master_addr,
+            master_port=ns.master_port,
+            rdzv_endpoint=ns.rdzv_endpoint,
+            rdzv_id=ns.rdzv_id,
+            rdzv_backend=ns.rdzv_backend,
+            rdzv_conf=ns.rdzv_conf,
+            standalone=ns.standalone,
+            local_addr=ns.local_addr,
+        )
+    )
+    section = None
+    cfg_path = ftlauncher.config_path(split.ft)
+    if cfg_path is not None:
+        doc = (read_yaml or _read_ft_yaml)(cfg_path)
+        section = ftlauncher.find_section(doc)
+        if section is None:
+            raise UsageError(f"--ft-cfg-path {cfg_path}: no '{ftlauncher.YAML_SECTION}:' section in the file")
+    ft = ftlauncher.translate(split.ft, section, source=f"{cfg_path}: fault_tolerance")
+    cli = {**ft.overrides, **request.overrides, **_cli_values(ns)}
+    return Interpreted(ns, request, ft, cli)
+
+
+def _read_ft_yaml(path: str) -> object:
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--ft-cfg-path {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError:
+        raise UsageError(f"--ft-cfg-path {path}: not valid YAML") from None
+
+
+def _addresses(host: str) -> set[str]:
+    import socket
+
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two names or addresses mean the same machine: equal, sharing an address, or
+    both loopback (node 0 is this very machine, e.g. a test cluster on one host)."""
+    import ipaddress
+
+    if a == b:
+        return True
+    left, right = _addresses(a), _addresses(b)
+    if left & right:
+        return True
+    both = left | right
+    return bool(left) and bool(right) and all(ipaddress.ip_address(x.split("%")[0]).is_loopback for x in both)
+
+
+def _topology(it: Interpreted, env: Mapping[str, str]) -> SlurmJob:
+    """The SlurmJob: Slurm's, checked against torchrun's flags; without Slurm, the flags'."""
+    from slurm_ft.compat import torchrun
+    from slurm_ft.slurm import SlurmEnvError, SlurmJob
+
+    if "SLURM_JOB_ID" not in env:
+        return torchrun.job_without_slurm(it.request)
     try:
         job = SlurmJob.from_env(env)
     except SlurmEnvError as exc:
         raise UsageError(str(exc)) from None
+    torchrun.check_slurm(it.request, job, same_host)
+    return job
+
+
+def _settings_for(it: Interpreted, env: Mapping[str, str], job: SlurmJob) -> config.Settings:
+    from slurm_ft.compat import ftlauncher, torchrun
+
+    settings = config.load(env, it.ns.config, it.cli)
+    extra: dict[str, Any] = {}
+    if (it.ft.checks_on or it.ft.checks_off) and it.ns.health_checks is None:
+        extra["health.checks"] = ftlauncher.merge_checks(settings.health.checks, it.ft)
+    port = torchrun.store_port(it.request, job)
+    if port is not None:
+        if it.ns.rdzv_port is not None and int(it.ns.rdzv_port) != port:
+            raise UsageError(
+                f"--rdzv-port {it.ns.rdzv_port} contradicts {it.request.port_flag or '--master-port'} {port}"
+            )
+        extra["launch.rdzv_port"] = port
+    return config.apply(settings, extra) if extra else settings
+
+
+def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Settings:
+    """Per-rank files wanted: an absolute log dir (default <state dir>/logs)."""
+    from slurm_ft.launch import streams
+
+    a = settings.applog
+    if not streams.rules_for(a).rank_files:
+        return settings
+    root = Path(cwd, a.log_dir) if a.log_dir else state_path / "logs"
+    return config.apply(settings, {"applog.log_dir": str(root)})
+
+
+def _main(args: list[str], env: dict[str, str]) -> int:
+    from slurm_ft import health
+    from slurm_ft.compat.errors import CompatError
+    from slurm_ft.launch import jobsecret
+    from slurm_ft.launch import signals as sigmod
+    from slurm_ft.launch import workers as wk
+    from slurm_ft.slurm import rdzv_ports
+
+    if not args:
+        raise UsageError("no training script given; usage: slurm-ft-launch [options] SCRIPT [args]")
+    cwd = os.getcwd()
+    try:
+        it = interpret(args)
+        job = _topology(it, env)
+        settings = _settings_for(it, env, job)
+    except CompatError as exc:
+        raise UsageError(str(exc)) from None
+    ns = it.ns
+    if it.request.notes:
+        print(f"{PROG}: note: {'; '.join(it.request.notes)}", file=sys.stderr)
     health_on = _health_enabled(settings.health.checks)
     if health_on:
         health.validate(settings.health)
@@ -397,6 +705,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         raise UsageError(str(exc)) from None
     entry = _entry(ns, env, cwd)
     state = statedir.resolve(job, settings.state_dir, cwd)
+    settings = _log_dir(settings, state.path, cwd)
     port_range = config.parse_port_range(settings.launch.rdzv_port_range)
     try:
         ports = rdzv_ports(job, port_range, settings.launch.rdzv_port)
@@ -404,7 +713,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         raise UsageError(str(exc)) from None
     if job.num_nodes == 1:
         ports = ()  # a single node keeps its store in process (no port, no torch import)
-    topo = wk.Topology(job.node_rank, job.num_nodes, nproc, job.master_addr)
+    topo = wk.Topology(job.node_rank, job.num_nodes, nproc, job.master_addr, settings.launch.role)
     cfg = agent_mod.AgentConfig(
         job=job,
         settings=settings,

@@ -17,16 +17,20 @@ import contextlib
 import dataclasses
 import os
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from functools import partial
+from pathlib import Path
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import policy, wayout
+from slurm_ft.launch import hang, policy, wayout
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
@@ -37,11 +41,12 @@ from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
-from slurm_ft.launch.policy import Ending, signal_name
+from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
+from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
-from slurm_ft.launch.records import CycleOutcome, FailureKind
+from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.sealing import Sealer
-from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.signals import SignalBox, parse_signals
 from slurm_ft.launch.stores import Interrupted, StoreLost
 from slurm_ft.launch.survivors import Survivor
 from slurm_ft.launch.wayout import Exit
@@ -69,33 +74,32 @@ class Phase(Enum):
     END = "end"
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What a launcher takes from the process it runs in. The defaults are the real
+    process; the cycle's unit tests run several launchers in one process over one
+    in-memory store (``client``), on a clock they move, without killing each other's
+    children or the test (``on_frozen_store``)."""
+
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    client: Client | None = None
+    on_frozen_store: Callable[[str], None] | None = None
+    reap_orphans: bool = True
+
+
 class Agent:
     def __init__(
-        self,
-        cfg: AgentConfig,
-        events: EventLog,
-        signals: SignalBox,
-        *,
-        clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
-        client: Client | None = None,
-        on_frozen_store: Callable[[str], None] | None = None,
-        reap_orphans: bool = True,
+        self, cfg: AgentConfig, events: EventLog, signals: SignalBox, seams: Seams = Seams()
     ) -> None:
-        """The keyword arguments are what a launcher takes from the process it runs in;
-        the cycle's unit tests run several launchers in one process over one in-memory
-        store (``client``), on a clock they move, without killing each other's children."""
         self.cfg = cfg
         self.ev = events
         self.sig = signals
-        self.clock = clock
-        self._monotonic = monotonic
-        self._given_client = client
-        self._on_frozen_store = on_frozen_store or self._emergency_exit
-        self._reap_orphans = reap_orphans
+        self.seams = seams
+        self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
-        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, clock)
+        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, seams.clock)
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None
@@ -107,6 +111,12 @@ class Agent:
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._run_dir = private_run_dir()
+        self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
+        prom = cfg.settings.launch.prom_file
+        self.prom = PromFileWriter(prom, on_error=events.event) if prom else None
+        self.log_lost = (0, 0)
+        self.last_failure_seen: Failure | None = None  # for the metrics: kept after a success
 
     @property
     def phase(self) -> Phase:
@@ -139,9 +149,14 @@ class Agent:
             self._enter(Phase.RUN)
             workers = self._start(i, cycle, decision)
             self._enter(Phase.WATCH)
-            end = member.watch(i, workers, self.coordinator.judge if self.coordinator else None)
+            self.export_metrics()
+            end = member.watch(
+                i, workers, self.coordinator.judge if self.coordinator else None, self.export_metrics
+            )
             self._enter(Phase.STOP)
             self._stop(i, cycle, decision, workers, end)
+            self.log_lost = (self.log_lost[0] + workers.log_lost[0], self.log_lost[1] + workers.log_lost[1])
+            self.export_metrics()
             if end.kind is not WatchEndKind.FAILURE:
                 return self._after(i, cycle, end)
             i += 1
@@ -151,7 +166,7 @@ class Agent:
         cfg = self.cfg
         sealer = Sealer(cfg.auth.key, self.ev.event)
         keys = Keys(cfg.run_id, sealer.namespace)
-        given = self._given_client.rekeyed(keys, sealer) if self._given_client else None
+        given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
         self._announce_auth()
         if cfg.is_node0:
             self.client = given or open_store(cfg, keys, sealer, self.ev)
@@ -179,6 +194,7 @@ class Agent:
             self.client.beat(cfg.job.node_rank)
             self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{self.client.port}")
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
+        hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self.threads = BackgroundSet.start(
             self.client,
             node_rank=cfg.job.node_rank,
@@ -186,12 +202,14 @@ class Agent:
             interval=self.launch.heartbeat_interval,
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake_w,
-            emergency=self._on_frozen_store,
-            clock=self._monotonic,
+            emergency=self.seams.on_frozen_store or self._emergency_exit,
+            clock=self.seams.monotonic,
         )
         if self.coordinator is not None:
-            self.coordinator.threads = self.threads
-        self.member = Member(cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r)
+            self.coordinator.watch_job(self.threads, hangs)
+        self.member = Member(
+            cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r, hangs
+        )
         return self.member
 
     def _announce_auth(self) -> None:
@@ -235,36 +253,19 @@ class Agent:
             f"worker(s), ranks {topo.ranks.start}-{topo.ranks.stop - 1} of {topo.world_size}, "
             f"MASTER_PORT {decision.master_port}"
         )
-        self.workers = CycleWorkers.start(self.cfg, i, cycle, decision, self.ev)
+        self.workers = CycleWorkers.start(self.cfg, i, cycle, decision, self.ev, self._run_dir)
         self.books.flush()
         return self.workers
 
     def _stop(self, i: int, cycle: int, decision: Decision, workers: CycleWorkers, end: WatchEnd) -> None:
         """Stop the node's workers the way the ending asks, then close the cycle's books."""
         assert self.member is not None
-        if end.kind is WatchEndKind.SIGNAL:
-            assert end.signum is not None
-            name = signal_name(end.signum)
-            self.ev.event(f"received {name}: forwarding to workers")
-            self.member.publish_quietly(
-                i, self.member.own_failure(FailureKind.SIGNAL, f"launcher received {name}")
-            )
-            stuck = workers.stop(end.signum, self.launch.term_timeout)
-        else:
-            if end.failure is not None:
-                self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
-                if end.failure.traceback:
-                    self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
-            elif end.kind is not WatchEndKind.SUCCESS:
-                self.ev.event(f"lost the rendezvous store: {end.detail}")
-                # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
-                failure = self.member.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
-                self.member.publish_quietly(i, failure)
-            stuck = workers.stop(signal.SIGTERM, self.launch.workers_stop_timeout)
+        stuck = self.member.stop(i, cycle, workers, end, self._termination_signal)
         if stuck:
             self._mark_stuck(cycle, stuck)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
+            self.last_failure_seen = end.failure
         elif end.kind is WatchEndKind.SUCCESS:
             self.run = dataclasses.replace(self.run, last_failure=None)
         failure = end.failure.to_json() if end.failure else None
@@ -317,9 +318,6 @@ class Agent:
             return self.signalled_between_cycles()
         return wayout.store_lost(detail, unhealthy=self.unhealthy is not None)
 
-    def blind(self, detail: str) -> Exit:
-        return wayout.blind(detail)
-
     def launcher_failed(self, exc: Exception) -> Exit:
         """Tell the other launchers at once instead of letting them wait for the heart-beat."""
         error = f"{type(exc).__name__}: {exc}"
@@ -342,6 +340,9 @@ class Agent:
             self.books.flush()
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
+        if self.prom is not None:
+            self.export_metrics()
+            self.prom.flush()
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run, self.published)
             if way_out.ending.lost_nodes:
@@ -363,6 +364,12 @@ class Agent:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
 
+    def export_metrics(self) -> None:
+        """The Prometheus file, when asked for (the writer writes only on change, at most
+        once a second)."""
+        if self.prom is not None:
+            self.prom.update(metrics_of(self))
+
     # ------------------------------------------------------------------ cleanup
 
     def _emergency_exit(self, why: str) -> None:
@@ -378,12 +385,45 @@ class Agent:
         """Runs on every way out: no worker group, no orphan, survives the launcher."""
         if self.workers is not None:
             self.workers.kill_now()
-        if self._reap_orphans:
+        if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
+        shutil.rmtree(self._run_dir, ignore_errors=True)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def private_run_dir() -> Path:
+    """The workers' heart-beat slots and stack files: in shared memory when there is."""
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
+
+
+def metrics_of(agent: Agent) -> LauncherMetrics:
+    job, run, workers, failure = agent.cfg.job, agent.run, agent.workers, agent.last_failure_seen
+    monitor = agent.threads.monitor
+    ages = monitor.ages() if monitor is not None else {}
+    names = run.nodes
+
+    def name(k: int) -> str:
+        return names[k] if k < len(names) else f"node-rank-{k}"
+
+    return LauncherMetrics(
+        job=job.job_key,
+        node=job.node_name,
+        node_rank=job.node_rank,
+        attempt=job.attempt,
+        cycle=run.last_cycle,
+        restarts_used=agent.index or 0,
+        restart_budget=agent.launch.max_restarts,
+        workers_running=len(workers.group.running()) if workers is not None else 0,
+        last_failure_time=failure.time if failure else None,
+        last_failure_kind=failure.kind.value if failure else None,
+        log_lines_lost=agent.log_lost[0],
+        log_bytes_lost=agent.log_lost[1],
+        peer_heartbeat_age_s=tuple((name(k), round(age, 1)) for k, age in sorted(ages.items())),
+    )
 
 
 def run(cfg: AgentConfig, events: EventLog) -> Ending:
@@ -408,7 +448,7 @@ def drive(agent: Agent) -> Ending:
         except StoreLost as exc:
             way_out = agent.lost_store(str(exc))
         except BackgroundDied as exc:
-            way_out = agent.blind(str(exc))
+            way_out = wayout.blind(str(exc))
         except PortsInUse as exc:
             way_out = wayout.ports_in_use(str(exc))
         except BadInput:
@@ -420,4 +460,4 @@ def drive(agent: Agent) -> Ending:
         agent.cleanup()
 
 
-__all__ = ["Agent", "AgentConfig", "BadInput", "Phase", "drive", "run", "run_id_for"]
+__all__ = ["Agent", "AgentConfig", "BadInput", "Phase", "Seams", "drive", "run", "run_id_for"]

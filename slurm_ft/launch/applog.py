@@ -22,6 +22,11 @@ abandoned, after ``drain_timeout``, and only after reading what it already holds
 
 The console echo (``tee``) runs on its own thread behind a bounded queue, so a console that
 does not read (a stopped terminal, a stalled srun) costs echo lines, never log lines.
+
+torchrun's ``--redirects``/``--tee`` (see ``streams.py``): a worker whose streams have
+per-rank files gets one pipe per stream (:meth:`AppLog.attach_worker`); its reader copies
+the raw bytes to the rank's file before framing them for the cycle log, and echoes a
+stderr stream on the launcher's stderr. The cycle log is fed exactly as before.
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_ft.launch import streams as streams_mod
 from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import LineFramer
+from slurm_ft.launch.framing import NOTE_MARK, LineFramer, rank_prefix
 
 DEFAULT_READ_SIZE = 64 * 1024
 DEFAULT_PIPE_SIZE = 1024 * 1024
@@ -109,6 +115,48 @@ class AppLogStats:
     abandoned_streams: int = 0
     tee_dropped_lines: int = 0
     peak_pending_bytes: int = 0
+    rank_file_lost_bytes: int = 0
+
+
+class _RankFile:
+    """torchrun's per-rank file of one stream: raw bytes, appended; loud once on failure."""
+
+    def __init__(self, path: Path, events: EventLog) -> None:
+        self.path = path
+        self.events = events
+        self.lost_bytes = 0
+        self._fd: int | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            self._report(f"cannot open per-rank log {path}: {_os_error(exc, path)}")
+
+    def _report(self, text: str) -> None:
+        if not self.lost_bytes:
+            self.events.event(
+                f"ERROR: {text}; this stream's output is missing from that file (the cycle log has it)"
+            )
+
+    def write(self, data: bytes) -> None:
+        if self._fd is None:
+            self.lost_bytes += len(data)
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self._report(f"cannot write per-rank log {self.path}: {exc.strerror or exc}")
+            self.lost_bytes += len(view)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError as exc:
+                self.events.event(f"ERROR: closing per-rank log {self.path}: {exc.strerror or exc}")
+            self._fd = None
 
 
 @dataclass
@@ -117,7 +165,8 @@ class _Stream:
     local_rank: int
     fd: int
     framer: LineFramer
-    tee: bool
+    tee: _Tee | None
+    rank_file: _RankFile | None = None
     peak_pending: int = 0
     abandoned: bool = False
 
@@ -206,32 +255,14 @@ class _Tee:
                 self._unreported_drops = 0
 
 
-class AppLog:
-    """Captures the output of a node's workers for one cycle; see the module docstring."""
+class CycleFile:
+    """The cycle file's writing side: whole-line appends, loss accounting, one report of
+    a failure and one of the recovery. Shared by every reader thread of the cycle."""
 
-    def __init__(
-        self,
-        path: Path | None,
-        *,
-        rank_width: int,
-        line_cap: int,
-        drain_timeout: float,
-        tee: bool,
-        tee_local_ranks: frozenset[int] | None,
-        events: EventLog,
-        tee_stream_fd: int = 1,
-        read_size: int = DEFAULT_READ_SIZE,
-        tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
-    ) -> None:
+    def __init__(self, path: Path | None, stats: AppLogStats, events: EventLog) -> None:
         self.path = path
-        self.rank_width = rank_width
-        self.line_cap = line_cap
-        self.drain_timeout = drain_timeout
-        self.tee_local_ranks = tee_local_ranks
+        self.stats = stats
         self.events = events
-        self.read_size = read_size
-        self.stats = AppLogStats()
-        self._tee = _Tee(tee_stream_fd, tee_queue_bytes, events) if tee else None
         self._fd: int | None = None
         # Guards the file descriptor, the failure state and the counters. Held across
         # os.write (which releases the GIL), so other readers keep framing meanwhile.
@@ -239,16 +270,8 @@ class AppLog:
         self._write_failed = False
         self._loss_reported = False
         self._torn = False
-        self._threads: list[threading.Thread] = []
-        self._streams: list[_Stream] = []
-        self._deadline: float | None = None
-        self._closed = False
-        # Readable once close() was called: wakes readers waiting on a quiet pipe.
-        self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
         if path is not None:
             self._open(path)
-
-    # -- file side ---------------------------------------------------------------------
 
     def _open(self, path: Path) -> None:
         try:
@@ -262,7 +285,7 @@ class AppLog:
                 "workers keep running, their output is NOT logged (lost lines are counted)"
             )
 
-    def _write(self, data: bytes, lines: int) -> None:
+    def write(self, data: bytes, lines: int) -> None:
         """Append whole lines in one write; on failure count the loss and keep going."""
         if not data:
             return
@@ -313,24 +336,104 @@ class AppLog:
             )
         self._write_failed = True
 
+    def close(self) -> None:
+        with self._write_lock:
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError as exc:
+                    self.events.event(f"ERROR: closing application log {self.path}: {exc.strerror or exc}")
+                self._fd = None
+
+
+class AppLog:
+    """Captures the output of a node's workers for one cycle; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        rank_width: int,
+        line_cap: int,
+        drain_timeout: float,
+        tee: bool,
+        tee_local_ranks: frozenset[int] | None,
+        events: EventLog,
+        tee_stream_fd: int = 1,
+        tee_err_fd: int = 2,
+        read_size: int = DEFAULT_READ_SIZE,
+        tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
+    ) -> None:
+        self.path = path
+        self.rank_width = rank_width
+        self.line_cap = line_cap
+        self.drain_timeout = drain_timeout
+        self.tee_local_ranks = tee_local_ranks
+        self.events = events
+        self.read_size = read_size
+        self.stats = AppLogStats()
+        self._tee_enabled = tee
+        self._tee_fds = {"stdout": tee_stream_fd, "stderr": tee_err_fd}
+        self._tee_queue_bytes = tee_queue_bytes
+        self._tees: dict[int, _Tee] = {}
+        self._threads: list[threading.Thread] = []
+        self._streams: list[_Stream] = []
+        self._deadline: float | None = None
+        self._closed = False
+        # Readable once close() was called: wakes readers waiting on a quiet pipe.
+        self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
+        self._file = CycleFile(path, self.stats, events)
+        self._write = self._file.write
+
     def _emit(self, stream: _Stream, framed: tuple[bytes, int]) -> None:
         data, lines = framed
         if not data:
             return
         self._write(data, lines)
-        if self._tee is not None and stream.tee:
-            self._tee.put(data, lines)
+        if stream.tee is not None:
+            stream.tee.put(data, lines)
+
+    def _echo_to(self, kind: str) -> _Tee:
+        fd = self._tee_fds["stderr" if kind == "stderr" else "stdout"]
+        if fd not in self._tees:
+            self._tees[fd] = _Tee(fd, self._tee_queue_bytes, self.events)
+        return self._tees[fd]
+
+    def note(self, global_rank: int, text: str) -> None:
+        """Launcher notes about a rank (the stacks of a hang), one marked line per line of
+        ``text``, appended whole like every other line."""
+        prefix = rank_prefix(global_rank, self.rank_width, NOTE_MARK)
+        lines = text.rstrip("\n").split("\n")
+        self._write(b"".join(prefix + line.encode(errors="replace") + b"\n" for line in lines), len(lines))
 
     # -- reader side -------------------------------------------------------------------
 
-    def attach(self, global_rank: int, local_rank: int, read_fd: int) -> None:
-        """Take ownership of ``read_fd``, the read end of one worker's stdout+stderr pipe."""
+    def attach(
+        self,
+        global_rank: int,
+        local_rank: int,
+        read_fd: int,
+        *,
+        kind: str = "both",
+        echo: bool | None = None,
+        rank_file: Path | None = None,
+    ) -> None:
+        """Take ownership of ``read_fd``, the read end of one worker's pipe: stdout+stderr
+        (``kind`` "both"), or one of them ("stdout", "stderr"; echoed to the same stream
+        of the launcher). ``echo`` None: the ``tee``/``tee_local_ranks`` rule.
+        ``rank_file``: also copy the raw bytes there."""
         if self._closed:
             raise RuntimeError("AppLog.attach after close")
         os.set_blocking(read_fd, False)
-        tee = self._tee is not None and (self.tee_local_ranks is None or local_rank in self.tee_local_ranks)
+        if echo is None:
+            echo = self._tee_enabled and (self.tee_local_ranks is None or local_rank in self.tee_local_ranks)
         stream = _Stream(
-            global_rank, local_rank, read_fd, LineFramer(global_rank, self.rank_width, self.line_cap), tee
+            global_rank,
+            local_rank,
+            read_fd,
+            LineFramer(global_rank, self.rank_width, self.line_cap),
+            self._echo_to(kind) if echo else None,
+            _RankFile(rank_file, self.events) if rank_file is not None else None,
         )
         thread = threading.Thread(
             target=self._reader, args=(stream,), name=f"applog-rank{global_rank}", daemon=True
@@ -373,6 +476,8 @@ class AppLog:
                 if not data:
                     self._end(stream)
                     return
+                if stream.rank_file is not None:
+                    stream.rank_file.write(data)
                 self._emit(stream, framer.feed(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
@@ -383,6 +488,8 @@ class AppLog:
                     return
         finally:
             os.close(stream.fd)
+            if stream.rank_file is not None:
+                stream.rank_file.close()
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
         self._emit(stream, stream.framer.finish())
@@ -404,6 +511,8 @@ class AppLog:
                 self._end(stream)
                 return
             budget -= len(data)
+            if stream.rank_file is not None:
+                stream.rank_file.write(data)
             self._emit(stream, stream.framer.feed(data))
         stream.abandoned = True
         message = (
@@ -413,6 +522,47 @@ class AppLog:
         )
         self.events.event(message)
         self._end(stream, note=message)
+
+    def attach_worker(
+        self,
+        global_rank: int,
+        local_rank: int,
+        output: streams_mod.WorkerOutput,
+        rank_dir: Path | None,
+    ) -> tuple[int | None, int | None]:
+        """Open and attach the pipes ``output`` asks for; return the write ends to give the
+        worker as (stdout, stderr). None: the worker inherits the launcher's stream. The
+        same fd twice: one pipe for both. The caller closes each distinct fd right after
+        the spawn (end of stream never arrives otherwise). ``rank_dir`` is
+        :func:`streams.rank_dir` of this worker, required when a route has a rank file."""
+
+        def file_for(route: streams_mod.Route, name: str) -> Path | None:
+            if not route.rank_file:
+                return None
+            if rank_dir is None:
+                raise ValueError("a per-rank file is routed but no rank_dir was given")
+            return rank_dir / name
+
+        if not output.split:
+            if not output.out.pipe:
+                return None, None
+            r, w = open_worker_pipe()
+            self.attach(global_rank, local_rank, r, kind="both", echo=output.out.echo)
+            return w, w
+        fds: list[int | None] = []
+        for kind, route, name in (
+            ("stdout", output.out, streams_mod.STDOUT_FILE),
+            ("stderr", output.err, streams_mod.STDERR_FILE),
+        ):
+            if not route.pipe:
+                fds.append(None)
+                continue
+            r, w = open_worker_pipe()
+            self.attach(
+                global_rank, local_rank, r, kind=kind, echo=route.echo, rank_file=file_for(route, name)
+            )
+            fds.append(w)
+        return fds[0], fds[1]
 
     def close(self) -> AppLogStats:
         """Drain every pipe to end of stream (bounded by ``drain_timeout`` for pipes held
@@ -429,16 +579,12 @@ class AppLog:
             self.stats.split_lines += stream.framer.split_lines
             self.stats.abandoned_streams += stream.abandoned
             self.stats.peak_pending_bytes = max(self.stats.peak_pending_bytes, stream.peak_pending)
-        if self._tee is not None:
-            self._tee.close(self.drain_timeout)
-            self.stats.tee_dropped_lines = self._tee.dropped_lines
-        with self._write_lock:
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                except OSError as exc:
-                    self.events.event(f"ERROR: closing application log {self.path}: {exc.strerror or exc}")
-                self._fd = None
+            if stream.rank_file is not None:
+                self.stats.rank_file_lost_bytes += stream.rank_file.lost_bytes
+        for tee in self._tees.values():
+            tee.close(self.drain_timeout)
+            self.stats.tee_dropped_lines += tee.dropped_lines
+        self._file.close()
         if self.stats.lost_lines or self.stats.lost_bytes:
             self.events.event(
                 f"ERROR: application log {self.path}: {self.stats.lost_lines} lines "

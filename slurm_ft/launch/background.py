@@ -54,13 +54,17 @@ class BackgroundThread(threading.Thread):
             return
         with self._death_lock:
             self._death = f"{self.name} stopped: {why}"
-        if self._wake_fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_fd, b"d")
+        self._wake()
 
     def died(self) -> str | None:
         with self._death_lock:
             return self._death
+
+    def _wake(self) -> None:
+        """Tell the main loop that something it must act on happened."""
+        if self._wake_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_fd, b"w")
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -72,9 +76,16 @@ class Heartbeat(BackgroundThread):
     store call cannot be interrupted): see :meth:`lost`."""
 
     def __init__(
-        self, client: Client, node: int, interval: float, timeout: float, *, clock: Clock = time.monotonic
+        self,
+        client: Client,
+        node: int,
+        interval: float,
+        timeout: float,
+        *,
+        wake_fd: int | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
-        super().__init__("slurm-ft-heartbeat", None)
+        super().__init__("slurm-ft-heartbeat", wake_fd)
         self.client = client
         self._node = node
         self._interval = interval
@@ -127,22 +138,31 @@ class PeerMonitor(BackgroundThread):
         self._clock = clock
         self._lock = threading.Lock()
         self._lost: dict[int, float] = {}
+        self._last_change: dict[int, float] = {}
 
     def body(self) -> None:
         last_value: dict[int, int] = {}
-        last_change: dict[int, float] = {}
         while not self._stop_event.is_set():
             values = self.client.beats(self._peers)
             now = self._clock()
-            for node, beat in zip(self._peers, values, strict=True):
-                value = last_value.get(node, 0) if beat is None else beat  # a forgery is no sign of life
-                if value != last_value.get(node):
-                    last_value[node] = value
-                    last_change[node] = now
-                elif value > 0 and now - last_change[node] > self._timeout:
-                    with self._lock:
-                        self._lost.setdefault(node, now - last_change[node])
+            with self._lock:
+                for node, beat in zip(self._peers, values, strict=True):
+                    value = last_value.get(node, 0) if beat is None else beat  # a forgery: no sign of life
+                    if value != last_value.get(node):
+                        last_value[node] = value
+                        self._last_change[node] = now
+                    elif (
+                        value > 0 and now - self._last_change[node] > self._timeout and node not in self._lost
+                    ):
+                        self._lost[node] = now - self._last_change[node]
+                        self._wake()
             self._stop_event.wait(self._interval)
+
+    def ages(self) -> dict[int, float]:
+        """Seconds since each peer's heart-beat last moved (for the metrics)."""
+        now = self._clock()
+        with self._lock:
+            return {node: now - seen for node, seen in self._last_change.items()}
 
     def lost(self) -> dict[int, float]:
         """Lost peers and how long they had been silent when noticed."""
@@ -153,9 +173,9 @@ class PeerMonitor(BackgroundThread):
 class HaltWaiter(BackgroundThread):
     """Wakes the launcher's main loop the moment any launcher halts the current cycle.
 
-    The main loop also polls the store every ``monitor_interval``, so nothing depends on
-    this thread; it only takes the polling delay off the restart's critical path. It
-    blocks in the store (no CPU) and signals through the main loop's wake pipe.
+    The main loop sleeps until something happens; this thread is what wakes it when
+    another launcher ends the cycle (the store is also polled every ``monitor_interval``
+    as a fallback). It blocks in the store (no CPU) and signals through the wake pipe.
     """
 
     WAIT_S = 3600.0
@@ -185,8 +205,8 @@ class HaltWaiter(BackgroundThread):
             while not self.client.wait_halt(i, self.WAIT_S):
                 if not self._is_current(i):
                     break
-            if self._is_current(i) and self._wake_fd is not None:
-                os.write(self._wake_fd, b"h")
+            if self._is_current(i):
+                self._wake()
 
     def stop(self) -> None:
         super().stop()
@@ -269,7 +289,9 @@ class BackgroundSet:
                 client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
             )
         else:
-            threads.heartbeat = Heartbeat(client.clone(timeout), node_rank, interval, timeout, clock=clock)
+            threads.heartbeat = Heartbeat(
+                client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
+            )
             threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():

@@ -103,14 +103,17 @@ class Bookkeeper:
         )
 
     def write_outcome(self, run: RunSummary, ending: Ending) -> None:
-        """Node 0 always; a peer only into a state dir of its own (see module doc)."""
-        if not self.is_node0:
-            if records.written_by(self.state.outcome, run.run_uuid) or self.private_records is False:
-                return
-            with contextlib.suppress(OSError):
-                records.write(self.state.outcome, self.outcome(run, ending))
+        """Node 0 always; a peer only into a state dir of its own (see module doc). Each
+        attempt's outcome is also kept under ``outcomes/`` (the templates remove
+        ``outcome.json`` before the next attempt; ``slurm-ft-report`` reads them all)."""
+        if not self.is_node0 and (
+            records.written_by(self.state.outcome, run.run_uuid) or self.private_records is False
+        ):
             return
-        records.write(self.state.outcome, self.outcome(run, ending))
+        rec = self.outcome(run, ending)
+        with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
+            records.write(self.state.outcome, rec)
+            records.write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
 
     # ------------------------------------------------------------------ cycle records
 

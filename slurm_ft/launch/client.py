@@ -43,6 +43,7 @@ Abort = Callable[[], bool]
 Sleep = Callable[[float], None]
 
 
+NO_SILENCE = "-"  # an activity key before any report
 FAILURE_SWAPS = 3  # forgeries in a failure key replaced before giving up on it
 
 
@@ -219,9 +220,11 @@ class Client:
         """Create the counters of cycle 0 and the heart-beat keys, then publish ``base``."""
         keys = self.keys
         beats = [keys.heartbeat(n) for n in range(num_nodes)]
+        quiet = [keys.activity(n) for n in range(num_nodes)]
         counters = [*keys.cycle_counters(0), keys.acks]
         init = [self.sealer.seal(k, "0") for k in beats] + ["0"] * len(counters)
-        self._op(lambda: self._store.multi_set(beats + counters, init))
+        init += [self.sealer.seal(k, NO_SILENCE) for k in quiet]
+        self._op(lambda: self._store.multi_set(beats + counters + quiet, init))
         self._op(lambda: self._store.set(keys.failure(0), ""))
         self._set_sealed(keys.base, encode(base))
 
@@ -264,6 +267,14 @@ class Client:
         raws = self._op(lambda: self._store.multi_get(keys))
         values = [self.sealer.open(k, raw) for k, raw in zip(keys, raws, strict=True)]
         return [None if v is None else int(v) for v in values]
+
+    def silences(self, nodes: Sequence[int]) -> list[str]:
+        """The peers' silence reports (see :meth:`report_silence`), in one round trip; a
+        forged one reads as no report."""
+        keys = [self.keys.activity(n) for n in nodes]
+        raws = self._op(lambda: self._store.multi_get(keys))
+        opened = [self.sealer.open(k, raw) for k, raw in zip(keys, raws, strict=True)]
+        return [NO_SILENCE if v is None else v.decode() for v in opened]
 
     # ----------------------------------------------------------------- everyone
 
@@ -347,6 +358,9 @@ class Client:
         key = self.keys.heartbeat(node)
         self._set_sealed(key, str(self._beats))
         self._check(key)
+
+    def report_silence(self, node: int, report: str) -> None:
+        self._set_sealed(self.keys.activity(node), report)
 
 
 __all__ = ["Client", "Interrupted", "StoreLost"]

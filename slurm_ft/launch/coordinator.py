@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slurm_ft.launch import cyclecount, hostprobe, policy
+from slurm_ft import progress
+from slurm_ft.launch import cyclecount, hang, hostprobe, policy
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.client import Client
@@ -76,6 +77,8 @@ class Coordinator:
         self.clock = clock
         self.threads = BackgroundSet()  # set by the agent once the threads run
         self.nodes: tuple[str, ...] = ()  # every node's name, once all joined
+        self.hangs: hang.NodeWatch | None = None
+        self.iterations: hang.IterationWatch | None = None
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
                 cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event
@@ -167,14 +170,32 @@ class Coordinator:
     def begin_cycle(self, run: RunSummary, i: int, cycle: int, decision: Decision) -> None:
         """The start record must exist before workers read SLURM_FT_CYCLE_INFO; the counter
         can wait until they run (the records alone also give the number)."""
+        if self.iterations is not None:
+            self.iterations.restart()
         self.books.open_cycle(run, i, cycle, decision)
         self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1))
         self.client.publish_decision(i, decision)
 
     # ------------------------------------------------------------------ watch
 
+    def watch_job(self, threads: BackgroundSet, hangs: hang.NodeWatch) -> None:
+        """Once the background threads run: what the judge reads (peers' heart-beats and
+        activity reports, this node's own workers), and the iteration watch if asked for."""
+        self.threads = threads
+        self.hangs = hangs
+        path = self.cfg.settings.progress.checkpoint_iteration_file
+        if hangs.limits.iteration and path:
+            period = min(5.0, max(0.1, hangs.limits.iteration / 4))
+            self.iterations = hang.IterationWatch(lambda: progress.read_iteration(path).iteration, period)
+            self.iterations.start()
+
     def judge(self, i: int) -> Failure | None:
-        """A peer whose heart-beat stopped is the cycle's failure (the lowest rank first)."""
+        """Node 0's verdicts on the job as a whole: a lost peer (the lowest rank first), a
+        silent job, a stalled iteration."""
+        found = self._hang(i)
+        if found is not None:
+            job = self.cfg.job
+            return hang.failure_of(found, job.node_name, job.node_rank, self.clock())
         lost = self.threads.lost_peers()
         if not lost:
             return None
@@ -186,6 +207,22 @@ class Coordinator:
             time=self.clock(),
             detail=f"launcher silent for {lost[node]:.1f}s (heartbeat lost)",
         )
+
+    def _hang(self, i: int) -> hang.Hang | None:
+        limits = self.hangs.limits if self.hangs is not None else None
+        if limits is None:
+            return None
+        own = self.hangs.quiet() if self.hangs is not None and limits.silence else 0.0
+        if limits.silence and own >= limits.silence:  # only then can the job be silent
+            peers = range(1, self.cfg.num_nodes)
+            reports = self.client.silences(peers) if peers else []
+            quiet = [own, *((hang.parse_report(r, i) or 0.0) for r in reports)]
+            silent = hang.judge_silence(quiet, limits.silence)
+            if silent is not None:
+                return silent
+        if self.iterations is not None:
+            return self.iterations.stalled(limits.iteration)
+        return None
 
     # ------------------------------------------------------------------ stop + end
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
-from slurm_ft import health
+from slurm_ft import health, worker
 from slurm_ft.launch import applog as applog_mod
-from slurm_ft.launch import records
+from slurm_ft.launch import hang, records, streams
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.eventlog import EventLog
@@ -23,9 +26,11 @@ from slurm_ft.launch.records import Failure, FailureKind
 from slurm_ft.launch.survivors import Survivor
 
 
-def _open_applog(cfg: AgentConfig, cycle: int, events: EventLog) -> applog_mod.AppLog | None:
+def _open_applog(
+    cfg: AgentConfig, cycle: int, events: EventLog, rules: streams.OutputRules
+) -> applog_mod.AppLog | None:
     s = cfg.settings.applog
-    if not s.prefix and not s.tee:
+    if not s.prefix and not s.tee and not rules.rank_files:
         return None
     path = (
         applog_mod.cycle_log_path(s.prefix, cycle, cfg.job.node_rank if s.per_node else None)
@@ -43,7 +48,26 @@ def _open_applog(cfg: AgentConfig, cycle: int, events: EventLog) -> applog_mod.A
     )
 
 
-def _specs(cfg: AgentConfig, i: int, cycle: int, d: Decision) -> list[wk.WorkerSpec]:
+@dataclass(frozen=True)
+class RankFiles:
+    """A worker's files in the launcher's private run dir (shared memory when there is)."""
+
+    slot: str
+    stack: str | None  # None: not a Python worker, no stack dump
+
+    @classmethod
+    def fresh(cls, run_dir: Path, rank: int, python: bool) -> RankFiles:
+        slot = run_dir / f"rank{rank}.slot"
+        worker.new_slot(str(slot))
+        stack = run_dir / f"rank{rank}.stack"
+        with contextlib.suppress(FileNotFoundError):
+            stack.unlink()
+        return cls(str(slot), str(stack) if python else None)
+
+
+def _specs(
+    cfg: AgentConfig, i: int, cycle: int, d: Decision, files: dict[int, RankFiles]
+) -> list[wk.WorkerSpec]:
     topo = cfg.topo
     cyc = wk.CycleEnv(
         master_port=d.master_port,
@@ -62,6 +86,17 @@ def _specs(cfg: AgentConfig, i: int, cycle: int, d: Decision) -> list[wk.WorkerS
         with contextlib.suppress(FileNotFoundError):
             err.unlink()
         env = wk.worker_env(cfg.base_env, topo, local, cyc, str(err))
+        mine = files[rank]
+        trace = str(cfg.state.error_files_dir / f"cycle{cycle}" / "nccl_trace_rank_")
+        env.update(
+            hang.worker_env(
+                cfg.base_env,
+                slot=mine.slot,
+                stack_file=mine.stack,
+                forwarded=cfg.signals,
+                nccl_trace_prefix=trace,
+            )
+        )
         place = cfg.placement.ranks[local] if cfg.placement else None
         if place is not None:
             env.update(place.nic_env(cfg.base_env))
@@ -78,34 +113,51 @@ class CycleWorkers:
         group: wk.WorkerGroup,
         app: applog_mod.AppLog | None,
         events: EventLog,
+        files: dict[int, RankFiles],
     ) -> None:
         self._cfg = cfg
         self.cycle = cycle
         self.group = group
         self._app = app
         self._events = events
+        self.files = files
+        self.log_lost = (0, 0)  # lines, bytes the cycle log could not take (after stop)
 
     @classmethod
-    def start(cls, cfg: AgentConfig, i: int, cycle: int, d: Decision, events: EventLog) -> CycleWorkers:
+    def start(
+        cls, cfg: AgentConfig, i: int, cycle: int, d: Decision, events: EventLog, run_dir: Path
+    ) -> CycleWorkers:
         """Spawn the node's workers; a spawn never leaves half a group or an open log behind."""
-        specs = _specs(cfg, i, cycle, d)
-        app = _open_applog(cfg, cycle, events)
-        fds: dict[int, int] = {}
+        python = cfg.entry.kind != "command"
+        files = {rank: RankFiles.fresh(run_dir, rank, python) for rank in cfg.topo.ranks}
+        specs = _specs(cfg, i, cycle, d, files)
+        rules = streams.rules_for(cfg.settings.applog)
+        app = _open_applog(cfg, cycle, events, rules)
+        outs: dict[int, int | None] = {}
+        errs: dict[int, int | None] = {}
+        log_dir = cfg.settings.applog.log_dir
         try:
             if app is not None:
                 for spec in specs:
-                    r, w = applog_mod.open_worker_pipe()
-                    fds[spec.local_rank] = w
-                    app.attach(spec.rank, spec.local_rank, r)
-            group = wk.spawn(specs, cwd=cfg.cwd, output_fds=fds or None, helper=cfg.spawn_helper)
+                    rank_dir = None
+                    if rules.rank_files and log_dir:
+                        rank_dir = streams.rank_dir(log_dir, cfg.run_id, cycle, spec.rank)
+                    routes = streams.plan(rules, spec.local_rank)
+                    outs[spec.local_rank], errs[spec.local_rank] = app.attach_worker(
+                        spec.rank, spec.local_rank, routes, rank_dir
+                    )
+            group = wk.spawn(
+                specs, cwd=cfg.cwd, output_fds=outs or None, error_fds=errs or None, helper=cfg.spawn_helper
+            )
         except BaseException:
             if app is not None:
                 app.close()
             raise
         finally:
-            for w in fds.values():
-                os.close(w)
-        return cls(cfg, cycle, group, app, events)
+            for fd in {*outs.values(), *errs.values()} - {None}:
+                assert fd is not None
+                os.close(fd)
+        return cls(cfg, cycle, group, app, events, files)
 
     @property
     def pids(self) -> list[int]:
@@ -134,13 +186,61 @@ class CycleWorkers:
             traceback=tb,
         )
 
-    def stop(self, signum: int, timeout: float) -> list[Survivor]:
-        """Stop every worker (``signum``, SIGKILL after ``timeout``), drain and close the
-        log, and wait for the GPU memory they held to come back. Returns the processes
-        that SIGKILL did not end within ``launch.kill_timeout`` (each one is an event)."""
+    @property
+    def pids_by_rank(self) -> dict[int, int]:
+        return {w.rank: w.pid for w in self.group.workers}
+
+    def keep_stacks(self, why: str) -> None:
+        """Before a hang is stopped: every thread's Python stack of every running worker,
+        into ``errors/cycle<N>/stacks-rank<R>.txt`` and, as launcher notes, the cycle log."""
+        asking = {
+            w.rank: (w.pid, stack)
+            for w in self.group.running()
+            if (stack := self.files[w.rank].stack) is not None
+        }
+        if not asking:
+            return
+        stacks = hang.collect_stacks(asking, self._cfg.settings.hang.stack_dump_timeout)
+        folder = self._cfg.state.error_files_dir / f"cycle{self.cycle}"
+        for rank in sorted(asking):
+            text = stacks.get(rank)
+            if text is None:
+                self._events.event(f"no stack from rank {rank} within the stack dump timeout")
+                continue
+            path = folder / f"stacks-rank{rank}.txt"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            except OSError as exc:
+                self._events.event(f"cannot keep the stacks of rank {rank} in {path}: {exc.strerror or exc}")
+            self._events.event(f"stacks of rank {rank} kept in {path} ({why})")
+            if self._app is not None:
+                self._app.note(rank, f"stacks at hang ({why}):\n{text}")
+
+    def _grace(self, short: float, long: float) -> None:
+        """After the stop signal: wait ``short`` for the workers to go, or up to ``long``
+        while any of them is inside a section (a checkpoint is never cut short)."""
+        start = time.monotonic()
+        while self.group.running():
+            waited = time.monotonic() - start
+            busy = any(worker.in_section(self.files[w.rank].slot) for w in self.group.running())
+            left = (long if busy else short) - waited
+            if left <= 0:
+                return
+            self.group.wait(min(left, 0.05))
+
+    def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> list[Survivor]:
+        """Stop every worker (``signum``, SIGKILL after ``timeout``; with ``short_grace``,
+        SIGKILL after that unless a worker is inside a section), drain and close the log,
+        and wait for the GPU memory they held to come back. Returns the processes that
+        SIGKILL did not end within ``launch.kill_timeout`` (each one is an event)."""
         launch = self._cfg.settings.launch
         try:
             running = len(self.group.running())
+            if short_grace is not None and running:
+                self.group.signal_groups(signum)
+                self._grace(short_grace, timeout)
+                timeout = 0.0
             stuck = self.group.stop(signum, timeout, launch.kill_timeout)
             if running:
                 self._events.event(f"stopped {running} worker(s) with {signal_name(signum)}")
@@ -151,6 +251,7 @@ class CycleWorkers:
         finally:
             if self._app is not None:
                 stats = self._app.close()
+                self.log_lost = (stats.lost_lines, stats.lost_bytes)
                 if stats.lost_lines:
                     self._events.event(
                         f"application log lost {stats.lost_lines} line(s) in cycle {self.cycle}"

@@ -18,16 +18,19 @@ from enum import Enum
 
 from slurm_ft import health
 from slurm_ft.health import nicmonitor
+from slurm_ft.launch import hang
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.protocol import Decision, JoinInfo
 from slurm_ft.launch.records import Failure, FailureKind
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
+from slurm_ft.launch.survivors import Survivor
 
 DECISION_GRACE_S = 30.0
 
@@ -60,6 +63,7 @@ class Member:
         events: EventLog,
         signals: SignalBox,
         wake_fd: int,
+        hangs: hang.NodeWatch,
     ) -> None:
         self.cfg = cfg
         self.client = client
@@ -70,6 +74,7 @@ class Member:
         self._wake_fd = wake_fd
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
+        self.hangs = hangs
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
@@ -115,19 +120,32 @@ class Member:
 
     # ------------------------------------------------------------------ watch
 
-    def watch(self, i: int, workers: CycleWorkers, judge: Judge | None) -> WatchEnd:
+    def watch(
+        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None = None
+    ) -> WatchEnd:
         """Until this cycle ends anywhere; the first reason found is the answer."""
-        done_marked = False
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
+        self.hangs.begin(i, workers.pids_by_rank, {rank: f.slot for rank, f in workers.files.items()})
+        try:
+            return self._watch(i, workers, judge, on_tick)
+        finally:
+            self.hangs.end()
+
+    def _watch(
+        self, i: int, workers: CycleWorkers, judge: Judge | None, on_tick: Callable[[], None] | None
+    ) -> WatchEnd:
+        done_marked = False
         while True:
-            exits = workers.wait(self.cfg.settings.launch.monitor_interval, [self.sig.fd, self._wake_fd])
+            exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake_fd])
             self.sig.drain()
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._wake_fd, 64)
             if self.sig.received is not None:
                 return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+            if on_tick is not None:
+                on_tick()
             try:
                 bad = [e for e in exits if not e.ok]
                 if bad:
@@ -140,7 +158,7 @@ class Member:
                 if not done_marked and workers.all_succeeded():
                     self.client.mark_done(i, self.cfg.job.node_rank)
                     done_marked = True
-                end = self._nic_view(i) or self._job_view(i, judge)
+                end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -151,6 +169,32 @@ class Member:
             died = self.threads.died()
             if died:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _sleep(self, metrics: bool) -> float:
+        """How long the watch may sleep: until its next periodic duty. Everything that ends
+        a cycle wakes it at once instead: a worker's exit (pidfd), a signal, a halt anywhere
+        (halt waiter), a lost peer (peer monitor), a dead background thread (wake pipe);
+        the store is polled only every ``monitor_interval`` as a fallback."""
+        duties = [self.cfg.settings.launch.monitor_interval, self.hangs.limits.period]
+        if self.nics is not None:
+            duties.append(self.cfg.settings.health.nic_monitor_interval)
+        if metrics:
+            duties.append(1.0)
+        return min(duties)
+
+    def _rank_view(self, i: int) -> WatchEnd | None:
+        """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
+        peer also tells node 0 when its workers fall silent (node 0 judges the job)."""
+        if not self.cfg.is_node0:
+            report = self.hangs.silence_report()
+            if report is not None:
+                self.client.report_silence(self.cfg.job.node_rank, report)
+        found = self.hangs.rank_hang()
+        if found is None:
+            return None
+        job = self.cfg.job
+        failure = hang.failure_of(found, job.node_name, job.node_rank, time.time())
+        return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
 
     def _nic_view(self, i: int) -> WatchEnd | None:
         """Monitored NICs (a sysfs read every ``nic_monitor_interval``): every change is an
@@ -203,3 +247,33 @@ class Member:
         self.books.peer_close(cycle, lambda: client.result(i))
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
+
+    def stop(
+        self, i: int, cycle: int, workers: CycleWorkers, end: WatchEnd, termination_signal: int
+    ) -> list[Survivor]:
+        """Stop this node's workers the way the watch ended: a forwarded signal with its
+        long grace (workers checkpoint then); a failure (after keeping the stacks of a
+        hang) with the rank termination signal and a short grace. Returns the processes
+        that outlived SIGKILL (normally none)."""
+        launch = self.cfg.settings.launch
+        if end.kind is WatchEndKind.SIGNAL:
+            assert end.signum is not None
+            name = signal_name(end.signum)
+            self.ev.event(f"received {name}: forwarding to workers")
+            self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
+            return workers.stop(end.signum, launch.term_timeout)
+        if end.failure is not None:
+            self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
+            if end.failure.traceback:
+                self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
+        elif end.kind is not WatchEndKind.SUCCESS:
+            self.ev.event(f"lost the rendezvous store: {end.detail}")
+            # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
+            self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
+        if end.failure is not None and end.failure.kind is FailureKind.HANG:
+            workers.keep_stacks(f"hang, detector {end.failure.detector}")
+        # The job's collective is broken: the other ranks can do no useful work, so they
+        # get a short grace, unless inside a section (a checkpoint being written).
+        return workers.stop(
+            termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
+        )

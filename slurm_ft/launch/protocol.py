@@ -12,6 +12,9 @@ a whole set of them without ever blocking on a missing key:
 * ``base``                  node 0 -> all: first global cycle number, run uuid (sealed)
 * ``hb/<node>``             peer heart-beat, a number it sets ever higher (sealed; node 0
                             watches it change)
+* ``act/<node>``            "<cycle index>:<seconds>" once a node's workers have been quiet
+                            for the silence timeout, "<cycle index>:0" when they speak again
+                            (sealed)
 * ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail;
                             sealed)
 * ``c<i>/joined``           how many launchers joined cycle i (a hint: node 0 then reads
@@ -64,6 +67,9 @@ class Keys:
 
     def heartbeat(self, node: int) -> str:
         return self._k("hb", node)
+
+    def activity(self, node: int) -> str:
+        return self._k("act", node)
 
     def join(self, i: int, node: int) -> str:
         return self._k(f"c{i}", "join", node)

@@ -49,12 +49,13 @@ class FailureKind(str, Enum):
     SIGNAL = "signal"  # a launcher received a terminating signal
     LAUNCHER = "launcher"  # a launcher failed
     NIC = "nic"  # a monitored NIC of a node went down while workers ran (health.nic_monitor_fatal)
+    HANG = "hang"  # a hang detector fired (see launch/hang.py); the workers were alive but stuck
 
     @property
     def retryable(self) -> bool:
         """A NIC failure is retried like a worker's: the next cycle's health check, before
         the join, decides whether the node can take part (94 when the link stays down)."""
-        return self in (FailureKind.WORKER, FailureKind.NIC)
+        return self in (FailureKind.WORKER, FailureKind.NIC, FailureKind.HANG)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Failure:
     detail: str = ""
     message: str | None = None
     traceback: str | None = None
+    detector: str | None = None  # hang: which detector fired
+    hung_ranks: list[int] | None = None  # hang: the ranks it names (none for job-wide silence)
 
     @property
     def retryable(self) -> bool:
@@ -85,6 +88,8 @@ class Failure:
             if self.message:
                 text += f": {self.message}"
             return text
+        if self.kind is FailureKind.HANG:
+            return f"hang ({self.detector}) seen by {where}: {self.detail}"
         return f"{where}: {self.detail or self.kind.value}"
 
     def to_json(self) -> JsonDict:

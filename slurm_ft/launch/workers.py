@@ -90,6 +90,7 @@ class Topology:
     num_nodes: int
     nproc_per_node: int
     master_addr: str
+    role: str = TORCHRUN_ROLE_NAME  # ROLE_NAME (torchrun's --role)
 
     @property
     def world_size(self) -> int:
@@ -136,7 +137,7 @@ def worker_env(
             "GROUP_WORLD_SIZE": str(topo.num_nodes),
             "ROLE_RANK": str(rank),
             "ROLE_WORLD_SIZE": str(topo.world_size),
-            "ROLE_NAME": TORCHRUN_ROLE_NAME,
+            "ROLE_NAME": topo.role,
             "MASTER_ADDR": topo.master_addr,
             "MASTER_PORT": str(cyc.master_port),
             "TORCHELASTIC_RESTART_COUNT": str(cyc.restart_count),
@@ -343,10 +344,14 @@ def spawn(
     specs: Sequence[WorkerSpec],
     *,
     cwd: str | None = None,
-    output_fds: Mapping[int, int] | None = None,
+    output_fds: Mapping[int, int | None] | None = None,
     helper: Sequence[str] = (),
+    error_fds: Mapping[int, int | None] | None = None,
 ) -> WorkerGroup:
     """Start the workers; ``output_fds`` maps local rank -> write end for stdout+stderr.
+
+    ``error_fds`` gives a worker's stderr its own write end (None: inherited), for
+    torchrun's per-stream ``--redirects``/``--tee`` (``AppLog.attach_worker``).
 
     ``helper`` (see :func:`pdeathsig_helper`) sets the parent-death signal; without one a
     ``preexec_fn`` does it (and also closes the race of a launcher dying before it).
@@ -360,6 +365,7 @@ def spawn(
     try:
         for spec in specs:
             out = output_fds.get(spec.local_rank) if output_fds else None
+            err = error_fds[spec.local_rank] if error_fds and spec.local_rank in error_fds else out
             with inherited_by_children(spec.cpus, spec.mem_node):
                 proc = subprocess.Popen(
                     [*helper, *spec.argv],
@@ -367,7 +373,7 @@ def spawn(
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
-                    stderr=out,
+                    stderr=err,
                     start_new_session=True,
                     preexec_fn=preexec,
                     close_fds=True,

@@ -91,3 +91,48 @@ def test_crash_once_restarts_inside_the_job_under_sbatch_and_srun(slurm_cluster)
     assert "3: rank 3: injected crash at step 6" in (work / "logs" / "train_cycle0.log").read_text()
     assert "3: rank 3: resumed from iteration 5" in (work / "logs" / "train_cycle1.log").read_text()
     slurm_cluster.assert_no_user_processes()
+
+
+HANG_WORKER = REPO / "tests" / "integration" / "hang_worker.py"
+HANG_BATCH = """#!/bin/bash
+#SBATCH --job-name=ft-hang
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --output=slurm.out
+#SBATCH --time=5
+srun --ntasks-per-node=1 slurm-ft-launch --nproc-per-node 1 --health-checks none \\
+    --applog-prefix "$PWD/logs/train.log" --workers-stop-timeout 5 --hang-timeout 3 \\
+    hang_worker.py deadlock --hung-rank 1
+rc=$?
+echo "launch exit $rc"
+exit $rc
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_hung_job_is_found_its_stacks_kept_and_restarted_under_srun(slurm_cluster):
+    """Torch-free: rank 1 deadlocks, rank 0 waits; the job goes silent, is stopped with
+    every stack kept, and the next cycle finishes."""
+    work = slurm_cluster.workdir("launch-hang")
+    slurm_cluster.write(work / "hang_worker.py", HANG_WORKER.read_text())
+    slurm_cluster.write(work / "job.sbatch", HANG_BATCH, mode=0o755)
+    (work / "logs").mkdir()
+    shutil.chown(work / "logs", slurm_cluster.user)
+    job = slurm_cluster.sbatch(work / "job.sbatch")
+    fields = slurm_cluster.wait_final(job, timeout=280)
+    out = job.output()
+    assert fields["JobState"] == "COMPLETED", out
+    assert "launch exit 0" in out
+    state = work / ".slurm_ft" / job.job_id
+    rec0 = json.loads((state / "cycles" / "cycle0.json").read_text())
+    assert (rec0["outcome"], rec0["first_failure"]["kind"], rec0["first_failure"]["detector"]) == (
+        "failed",
+        "hang",
+        "silence",
+    )
+    assert "deadlocked_function" in (state / "errors" / "cycle0" / "stacks-rank1.txt").read_text()
+    log = (work / "logs" / "train_cycle0.log").read_text()
+    assert any(line.startswith("1! ") and "deadlocked_function" in line for line in log.splitlines())
+    assert "1: rank 1 done" in (work / "logs" / "train_cycle1.log").read_text()
+    assert outcome(work, job.job_id)["exit_code"] == 0
+    slurm_cluster.assert_no_user_processes()

@@ -11,9 +11,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from slurm_ft import config
 from slurm_ft.launch import agent as agent_mod
-from slurm_ft.launch.agent import Agent, Phase
+from slurm_ft.launch.agent import Agent, Phase, Seams
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.eventlog import EventLog
@@ -118,15 +120,13 @@ class Cycle:
             box = SignalBox(cfg.signals, install=False)
             log = self.tmp / f"node{k}.log"
             node = Node(None, box, log)  # type: ignore[arg-type]
-            node.agent = Agent(
-                cfg,
-                EventLog(log, cfg.job.node_name, quiet=True),
-                box,
+            seams = Seams(
                 monotonic=self.clocks[k],
                 client=Client(self.store.connect(), Keys(cfg.run_id)),
                 on_frozen_store=node.frozen_store.append,
                 reap_orphans=False,
             )
+            node.agent = Agent(cfg, EventLog(log, cfg.job.node_name, quiet=True), box, seams)
             node.thread = threading.Thread(target=self._drive, args=(node,), daemon=True)
             self.nodes.append(node)
         for node in self.nodes:
@@ -377,3 +377,76 @@ def test_a_worker_that_survives_sigkill_is_reported_and_its_node_excluded_with_9
     record = json.loads((tmp_path / "state" / "unhealthy" / "node0.json").read_text())
     (stuck,) = record["report"]["stuck"]
     assert (stuck["pid"], stuck["state"], stuck["command"]) == (pid, "D", f"stat {hungfs}/hang")
+
+
+def test_prometheus_file_follows_the_cycle_and_outcomes_are_kept_per_attempt(tmp_path):
+    prom = tmp_path / "metrics.prom"
+    c = Cycle(tmp_path, 1, '[ "$SLURM_FT_CYCLE" = 0 ] && exit 3; exit 0')
+    c.settings["launch.prom_file"] = str(prom)
+    assert c.start().finish() == [0]
+    lines = prom.read_text().splitlines()
+    labels = '{job="77",node="node0"}'
+    for line in (
+        f"slurm_ft_launch_cycle{labels} 1",
+        f"slurm_ft_launch_restarts_total{labels} 1",
+        f"slurm_ft_launch_restart_budget{labels} 3",
+        f"slurm_ft_launch_workers_running{labels} 0",
+    ):
+        assert line in lines, (line, lines)
+    assert any(
+        ln.startswith("slurm_ft_launch_last_failure_timestamp_seconds{") and 'kind="worker"' in ln
+        for ln in lines
+    )
+    kept = list((tmp_path / "state" / "outcomes").glob("attempt0.*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["exit_code"] == 0
+
+
+SLOW_TO_STOP = r"""
+import os, signal, sys, time
+from slurm_ft import worker
+out, rank, cycle = sys.argv[1], os.environ["RANK"], os.environ["SLURM_FT_CYCLE"]
+if cycle != "0":
+    sys.exit(0)
+if rank == "1":
+    time.sleep(0.5)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, lambda *a: open(f"{out}/term", "w").close())  # caught, as Lightning does
+if sys.argv[2] == "section":
+    with worker.section("checkpointing"):
+        while not os.path.exists(f"{out}/term"):
+            time.sleep(0.01)
+        time.sleep(1.0)  # the checkpoint takes a second after the stop signal
+        open(f"{out}/checkpoint-done", "w").close()
+    sys.exit(0)
+while True:
+    time.sleep(0.05)
+    if os.path.exists(f"{out}/term"):
+        time.sleep(3.0)
+        open(f"{out}/left-on-its-own", "w").close()
+        sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "section"])
+def test_after_a_failure_others_are_killed_quickly_unless_inside_a_section(tmp_path, mode):
+    import sys
+
+    c = Cycle(tmp_path, 2, "", **{"launch.max_restarts": 1, "launch.workers_stop_timeout": 10.0})
+    original = c.config
+
+    def config(node: int) -> AgentConfig:
+        import dataclasses
+
+        cfg = original(node)
+        entry = Entry("command", sys.executable, ("-c", SLOW_TO_STOP, str(tmp_path), mode))
+        env = {**cfg.base_env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        return dataclasses.replace(cfg, entry=entry, base_env=env)
+
+    c.config = config  # type: ignore[method-assign]
+    assert c.start().finish(30) == [0, 0]
+    assert (tmp_path / "term").exists()
+    if mode == "plain":
+        assert not (tmp_path / "left-on-its-own").exists()  # SIGKILLed after the short grace
+        assert "stopped 1 worker(s) with SIGTERM" in c.node(0).events()
+    else:
+        assert (tmp_path / "checkpoint-done").exists()  # never cut short inside its section

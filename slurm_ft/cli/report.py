@@ -1,0 +1,144 @@
+"""Front end of slurm-ft-report: where a job's allocation went.
+
+    slurm-ft-report [--state-dir DIR | JOBID] [--json] [--svg FILE] [--html FILE]
+
+Without DIR or JOBID the state dir is found exactly as the launcher finds it (SLURM_*
+variables, ``--config``/``$SLURM_FT_CONFIG``, ``$SLURM_FT_STATE_DIR``); JOBID means
+``$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`` (the current directory without SLURM_SUBMIT_DIR).
+
+Exit codes: 0 the report was shown (also when some records could not be read: the report
+names them); 2 bad input, one line on stderr (usage, a state dir that does not exist or
+holds no slurm-ft records, an SVG/HTML file that cannot be written).
+
+This is the only module of the command that reads os.environ. No torch is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from slurm_ft import config, statedir
+from slurm_ft.exitcodes import ExitCode
+
+PROG = "slurm-ft-report"
+_JOB_KEY = re.compile(r"[0-9]+(_[0-9]+)?|standalone")
+
+
+class UsageError(Exception):
+    """Bad input; main prints it as one line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="Where did the allocation go: attempts, cycles, failures, goodput.",
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "job",
+        nargs="?",
+        metavar="JOBID",
+        help="job id (or <array id>_<task>): $SLURM_SUBMIT_DIR/.slurm_ft/JOBID",
+    )
+    p.add_argument("--state-dir", metavar="DIR", help="the job's state dir")
+    p.add_argument("--config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (see report.schema.json)")
+    p.add_argument("--svg", metavar="FILE", help="write the timeline picture as SVG")
+    p.add_argument("--html", metavar="FILE", help="write an HTML page with the picture and the totals")
+    return p
+
+
+def find_state_dir(args: argparse.Namespace, env: Mapping[str, str], cwd: str) -> statedir.StateDir:
+    if args.job is not None and args.state_dir is not None:
+        raise UsageError("give either JOBID or --state-dir, not both")
+    if args.state_dir is not None:
+        return statedir.StateDir(Path(args.state_dir))
+    if args.job is not None:
+        if not _JOB_KEY.fullmatch(args.job):
+            raise UsageError(f"not a job id: {args.job!r} (expected digits, or <array id>_<task>)")
+        return statedir.for_job_key(env.get("SLURM_SUBMIT_DIR") or cwd, args.job)
+    from slurm_ft.slurm import SlurmEnvError, SlurmJob
+
+    settings = config.load(env, args.config or env.get(config.CONFIG_ENV) or None)
+    try:
+        job = SlurmJob.from_env(env)
+    except SlurmEnvError as exc:
+        raise UsageError(str(exc)) from None
+    return statedir.resolve(job, settings.state_dir, cwd)
+
+
+def _check_dir(path: Path) -> None:
+    try:
+        if not path.exists():
+            raise UsageError(f"state dir {path} does not exist")
+        if not path.is_dir():
+            raise UsageError(f"state dir {path} is not a directory")
+    except OSError as exc:
+        raise UsageError(f"state dir {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError(f"state dir {path} is not readable")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
+    from slurm_ft.report import analysis, jsonout, load
+
+    args = build_parser().parse_args(argv)
+    state = find_state_dir(args, env, cwd)
+    _check_dir(state.path)
+    files = load.load(state)
+    if files.empty:
+        raise UsageError(f"state dir {state.path} holds no slurm-ft records")
+    report = analysis.analyse(files)
+    if args.svg or args.html:
+        from slurm_ft.report import svg
+
+        picture = svg.render(report)
+        if args.svg:
+            _write(args.svg, picture)
+        if args.html:
+            _write(args.html, svg.html_page(report, picture))
+    if args.json:
+        print(json.dumps(jsonout.to_json(report), indent=2, sort_keys=True))
+    else:
+        from slurm_ft.report import text
+
+        text.render(report, sys.stdout, width=None if sys.stdout.isatty() else 120)
+    return int(ExitCode.SUCCESS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv, dict(os.environ), os.getcwd())
+    except (UsageError, config.ConfigError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.SUCCESS)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""Hang detection: what counts as a hang (pure judgements) and the readings they judge.
+
+Three families, each off when its timeout is 0 (settings ``hang.*``):
+
+* **silence** — no worker of the whole job wrote anything for ``hang.timeout`` seconds.
+  Each launcher measures its own workers (the bytes they write, from ``/proc/<pid>/io``:
+  their output and any file they write), peers report "quiet for S seconds" with their
+  heart-beat, and the coordinator judges the job as a whole: one rank that never prints
+  is not a hang while others do.
+* **iteration** — the checkpoint iteration did not advance for ``hang.iteration_timeout``.
+* **rank** (opt-in, :mod:`slurm_ft.worker`) — a rank's heart-beats or sections, judged
+  by its own launcher from the worker's shared-memory slot, with ft_launcher's meaning.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from slurm_ft import worker
+from slurm_ft.config import HangSettings
+from slurm_ft.launch.records import Failure, FailureKind
+
+# The signal that asks a worker for its stacks (armed by inject/sitecustomize.py). A
+# real-time signal: no trainer or library uses it for anything else.
+STACK_SIGNAL = signal.SIGRTMIN + 4
+INJECT_DIR = Path(__file__).resolve().parent / "inject"
+
+
+class Detector(str, Enum):
+    SILENCE = "silence"
+    ITERATION = "iteration"
+    HEARTBEAT = "heartbeat"
+    INITIAL_HEARTBEAT = "initial-heartbeat"
+    SECTION = "section"
+    OUT_OF_SECTION = "out-of-section"
+
+
+@dataclass(frozen=True)
+class Hang:
+    detector: Detector
+    ranks: tuple[int, ...]  # () for the job-wide detectors
+    seconds: float  # since the last sign of life the detector knows of
+    detail: str
+
+
+def failure_of(hang: Hang, node: str, node_rank: int, when: float) -> Failure:
+    """The cycle's failure record for a hang found by the launcher on ``node``."""
+    return Failure(
+        kind=FailureKind.HANG,
+        node=node,
+        node_rank=node_rank,
+        time=when,
+        rank=hang.ranks[0] if hang.ranks else None,
+        detail=hang.detail,
+        detector=hang.detector.value,
+        hung_ranks=list(hang.ranks) if hang.ranks else None,
+    )
+
+
+def parse_section_timeouts(entries: Iterable[str]) -> dict[str, float]:
+    """``["checkpointing=600", "step=30"]`` -> {name: seconds}; ValueError names the entry."""
+    out: dict[str, float] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        name = name.strip()
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not name or seconds <= 0:
+            raise ValueError(f"expected name=SECONDS with SECONDS > 0, got {entry!r}")
+        out[name] = seconds
+    return out
+
+
+@dataclass(frozen=True)
+class Limits:
+    silence: float
+    iteration: float
+    heartbeat: float
+    initial_heartbeat: float
+    sections: Mapping[str, float]
+    out_of_section: float
+
+    @classmethod
+    def from_settings(cls, hang: HangSettings) -> Limits:
+        return cls(
+            silence=hang.timeout,
+            iteration=hang.iteration_timeout,
+            heartbeat=hang.rank_heartbeat_timeout,
+            initial_heartbeat=hang.rank_initial_heartbeat_timeout,
+            sections=parse_section_timeouts(hang.rank_section_timeouts),
+            out_of_section=hang.rank_out_of_section_timeout,
+        )
+
+    @property
+    def per_rank(self) -> bool:
+        return bool(self.heartbeat or self.initial_heartbeat or self.sections or self.out_of_section)
+
+    @property
+    def period(self) -> float:
+        """How often the detectors need a look: a tenth of the shortest timeout, between
+        0.1 s and 5 s (a 30-minute silence timeout costs one look every 5 s, a 2-second
+        one finds its hang within a quarter of a second). Infinite when all are off."""
+        rank = [self.heartbeat, self.initial_heartbeat, *self.sections.values(), self.out_of_section]
+        timeouts = [t for t in (self.silence, self.iteration, *rank) if t > 0]
+        if not timeouts:
+            return float("inf")
+        return min(5.0, max(0.1, min(timeouts) / 10))
+
+
+# ----------------------------------------------------------------------- judgements
+
+
+def judge_rank(
+    slot: worker.Slot, now: float, started: float, limits: Limits
+) -> tuple[Detector, float, str] | None:
+    """One rank's verdict. Inside a section that has a timeout only that timeout counts
+    (a long checkpoint in a ``checkpointing`` section is alive); elsewhere heart-beats do."""
+    if slot.section is not None:
+        limit = limits.sections.get(slot.section)
+        if limit is not None:
+            open_for = now - slot.section_start
+            if open_for > limit:
+                return (
+                    Detector.SECTION,
+                    open_for,
+                    f"section {slot.section!r} open for {open_for:.1f}s (limit {limit:g}s)",
+                )
+            return None
+    elif limits.out_of_section and slot.section_end:
+        outside = now - slot.section_end
+        if outside > limits.out_of_section:
+            return (
+                Detector.OUT_OF_SECTION,
+                outside,
+                f"outside every section for {outside:.1f}s (limit {limits.out_of_section:g}s)",
+            )
+    if slot.heartbeat:
+        silent = now - slot.heartbeat
+        if limits.heartbeat and silent > limits.heartbeat:
+            return Detector.HEARTBEAT, silent, f"no heartbeat for {silent:.1f}s (limit {limits.heartbeat:g}s)"
+    elif limits.initial_heartbeat and now - started > limits.initial_heartbeat:
+        waited = now - started
+        return (
+            Detector.INITIAL_HEARTBEAT,
+            waited,
+            f"no first heartbeat {waited:.1f}s after start (limit {limits.initial_heartbeat:g}s)",
+        )
+    return None
+
+
+def judge_silence(quiet: Iterable[float], timeout: float) -> Hang | None:
+    """The job is silent when every node's workers were quiet for ``timeout``."""
+    values = list(quiet)
+    if not timeout or not values:
+        return None
+    least = min(values)
+    if least < timeout:
+        return None
+    detail = f"no worker of the job wrote anything for {least:.1f}s (hang.timeout {timeout:g}s)"
+    return Hang(Detector.SILENCE, (), least, detail)
+
+
+def rank_hang(verdicts: Mapping[int, tuple[Detector, float, str]]) -> Hang | None:
+    """This node's hung ranks as one finding, named by the first rank's detector."""
+    if not verdicts:
+        return None
+    ranks = tuple(sorted(verdicts))
+    detector, seconds, what = verdicts[ranks[0]]
+    more = f" (also rank(s) {', '.join(map(str, ranks[1:]))})" if len(ranks) > 1 else ""
+    return Hang(detector, ranks, seconds, f"rank {ranks[0]}: {what}{more}")
+
+
+# ----------------------------------------------------------------------- readings
+
+
+def bytes_written(pid: int) -> int | None:
+    """``wchar`` of /proc/<pid>/io: every byte the process passed to write(2), or None."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"wchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class NodeWatch:
+    """This launcher's view of its workers in the current cycle: when they last wrote,
+    and what their slots say (read by the main loop; the lock is for the coordinator's
+    reads through the same object on node 0)."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._index: int | None = None
+        self._pids: dict[int, int] = {}
+        self._slots: dict[int, mmap.mmap] = {}
+        self._written: dict[int, int | None] = {}
+        self._last_write = 0.0
+        self._next_sample = 0.0
+        self._started = 0.0
+        self._reported_silent = False
+
+    def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
+        """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
+        now = self._clock()
+        slots = {}
+        for rank, path in slot_paths.items():
+            try:
+                with open(path, "r+b") as fh:
+                    slots[rank] = mmap.mmap(fh.fileno(), worker.SLOT_SIZE)
+            except (OSError, ValueError):
+                continue
+        with self._lock:
+            self._index = index
+            self._pids = dict(pids)
+            self._slots = slots
+            self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
+            self._last_write = self._started = now
+            self._next_sample = now + self.limits.period
+            self._reported_silent = False
+
+    def end(self) -> None:
+        with self._lock:
+            self._index = None
+            slots, self._slots = self._slots, {}
+        for view in slots.values():
+            view.close()
+
+    def quiet(self) -> float:
+        """Seconds since any worker of this node last showed life: wrote a byte (sampled
+        every :attr:`Limits.period`), heart-beat, or entered or left a section."""
+        now = self._clock()
+        with self._lock:
+            if now >= self._next_sample:
+                self._next_sample = now + self.limits.period
+                for rank, pid in self._pids.items():
+                    count = bytes_written(pid)
+                    if count is not None and count != self._written.get(rank):
+                        self._written[rank] = count
+                        self._last_write = now
+            latest = self._last_write
+            for view in self._slots.values():
+                slot = worker.read_slot(view)
+                if slot is not None:
+                    latest = max(latest, slot.heartbeat, slot.section_start, slot.section_end)
+            return max(0.0, now - latest)
+
+    def silence_report(self) -> str | None:
+        """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just
+        reached the silence timeout, "<cycle>:0" when they spoke again; else None. Only
+        transitions travel, so a busy job costs the store nothing."""
+        if self._index is None or not self.limits.silence:
+            return None
+        quiet = self.quiet()
+        silent = quiet >= self.limits.silence
+        if silent == self._reported_silent:
+            return None
+        self._reported_silent = silent
+        return f"{self._index}:{quiet:.3f}" if silent else f"{self._index}:0"
+
+    def rank_hang(self) -> Hang | None:
+        if not self.limits.per_rank:
+            return None
+        now = self._clock()
+        verdicts = {}
+        with self._lock:
+            for rank, view in self._slots.items():
+                slot = worker.read_slot(view)
+                if slot is None:
+                    continue
+                verdict = judge_rank(slot, now, self._started, self.limits)
+                if verdict is not None:
+                    verdicts[rank] = verdict
+        return rank_hang(verdicts)
+
+
+def parse_report(raw: str, index: int) -> float | None:
+    """A peer's reported quiet seconds for cycle ``index`` (0: it spoke again); None for
+    another cycle or no report yet."""
+    cycle, sep, quiet = raw.partition(":")
+    if not sep or cycle != str(index):
+        return None
+    try:
+        return float(quiet)
+    except ValueError:
+        return None
+
+
+class IterationWatch(threading.Thread):
+    """Node 0: reads the checkpoint-iteration file every few seconds on its own thread (a
+    dead mount stalls this thread, never the launcher) and remembers when it last moved."""
+
+    def __init__(
+        self,
+        read: Callable[[], int | None],
+        period: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name="slurm-ft-iteration-watch", daemon=True)
+        self._read = read
+        self._period = period
+        self._clock = clock
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._value: int | None = None
+        self._changed = clock()
+
+    def restart(self) -> None:
+        """A new cycle: the stall clock starts again."""
+        with self._lock:
+            self._changed = self._clock()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            value = self._read()
+            with self._lock:
+                if value is not None and value != self._value:
+                    self._value = value
+                    self._changed = self._clock()
+            self._stop_event.wait(self._period)
+
+    def stalled(self, timeout: float) -> Hang | None:
+        with self._lock:
+            still = self._clock() - self._changed
+            value = self._value
+        if still <= timeout:
+            return None
+        at = f"at {value}" if value is not None else "never read"
+        detail = f"checkpoint iteration {at} for {still:.1f}s (hang.iteration_timeout {timeout:g}s)"
+        return Hang(Detector.ITERATION, (), still, detail)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+# ----------------------------------------------------------------------- evidence
+
+
+def worker_env(
+    base: Mapping[str, str],
+    *,
+    slot: str,
+    stack_file: str | None,
+    forwarded: Iterable[int],
+    nccl_trace_prefix: str,
+) -> dict[str, str]:
+    """What a worker needs for the rank monitor, the stop flag and, for Python workers
+    (``stack_file`` given), the stack dump; plus torch's NCCL flight recorder, so GPU
+    jobs leave their collective traces in the state dir when NCCL times out."""
+    env = {worker.MONITOR_ENV: slot, worker.SIGNALS_ENV: ",".join(str(int(s)) for s in forwarded)}
+    if stack_file is not None:
+        path = base.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = f"{INJECT_DIR}{os.pathsep}{path}" if path else str(INJECT_DIR)
+        env["SLURM_FT_STACK_FILE"] = stack_file
+        env["SLURM_FT_STACK_SIGNAL"] = str(int(STACK_SIGNAL))
+    for key, value in (
+        ("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
+        ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+        ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", nccl_trace_prefix),
+    ):
+        if key not in base:
+            env[key] = value
+    return env
+
+
+def collect_stacks(
+    files: Mapping[int, tuple[int, str]], timeout: float, clock: Callable[[], float] = time.monotonic
+) -> dict[int, str]:
+    """Ask each worker (rank -> (pid, stack file)) for its stacks and read what they wrote
+    within ``timeout``; a worker that cannot answer (not Python, stuck in C with the
+    GIL... faulthandler still answers then) is simply missing from the result."""
+    for pid, _ in files.values():
+        try:
+            os.kill(pid, STACK_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = clock() + timeout
+    sizes: dict[int, int] = {}
+    stable: dict[int, int] = {}
+    while True:
+        for rank, (_, path) in files.items():
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = 0
+            stable[rank] = stable.get(rank, 0) + 1 if size and size == sizes.get(rank) else 0
+            sizes[rank] = size
+        if all(stable.get(rank, 0) >= 2 for rank in files) or clock() >= deadline:
+            break
+        time.sleep(0.02)
+    out = {}
+    for rank, (_, path) in files.items():
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        if text:
+            out[rank] = text
+    return out

@@ -1,0 +1,1 @@
+"""Put on the workers' PYTHONPATH by the launcher: holds only ``sitecustomize``."""

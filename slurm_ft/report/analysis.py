@@ -1,0 +1,533 @@
+"""Where the allocation went: pure functions from the state dir's records to a Report.
+
+The one rule that matters: the parts of the wall clock add up to the wall clock. Time is
+walked once, from the first cycle's start to the last record of the last attempt, and
+every stretch goes to exactly one bucket:
+
+* **progress** / **no progress** / **progress unknown** — a cycle's workers running, from
+  its start to its first failure (or its end); which bucket comes from the ledger's
+  checkpoint readings (unknown without a checkpoint-iteration file);
+* **restart overhead** — inside an attempt with no cycle training: from a failure until the
+  next cycle started (stopping workers, health checks, rendezvous) and the wind-down after
+  an attempt's last cycle;
+* **between attempts** — from one attempt's last record to the next attempt's first cycle:
+  the requeue, the queue wait and the launchers' start-up.
+
+An attempt is one launcher run (one ``run_uuid``); its number is Slurm's restart count.
+Its start is its first cycle's start (the launcher's own start-up is not recorded) and its
+end its last record: the outcome, or the last cycle's end when the outcome was not kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from slurm_ft import exitcodes
+from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
+from slurm_ft.progress import CycleEntry, Ledger
+from slurm_ft.report.load import StateFiles, UnhealthyRecord, Unreadable
+
+TOP_CAUSES = 5
+_NO_RUN = "attempt:"  # key prefix of cycles known only from the ledger (no run_uuid)
+# Failure kinds that say something about the node they happened on (a forwarded signal does not).
+NODE_FAULT_KINDS = frozenset(
+    {FailureKind.WORKER.value, FailureKind.LOST_NODE.value, FailureKind.LAUNCHER.value, FailureKind.NIC.value}
+)
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
+
+
+@dataclass(frozen=True)
+class FailureView:
+    kind: str
+    node: str
+    node_rank: int | None
+    time: float
+    rank: int | None
+    exit_code: int | None
+    signal: str | None
+    exception: str | None  # the exception's last line, when the worker reported one
+    description: str
+
+
+@dataclass(frozen=True)
+class CycleView:
+    cycle: int
+    attempt: int
+    restart: int
+    start: float
+    end: float | None
+    outcome: str
+    nodes: tuple[str, ...]
+    world_size: int | None
+    failure: FailureView | None
+    progressed: bool | None  # None: no progress data for this cycle
+    iteration_start: int | None
+    iteration_end: int | None
+    source: str  # "record" or "ledger" (the cycle record was unreadable)
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else max(0.0, self.end - self.start)
+
+    @property
+    def run_end(self) -> float:
+        """When the workers stopped training: the first failure, else the cycle's end."""
+        end = self.end if self.end is not None else self.start
+        if self.failure is not None and self.start <= self.failure.time <= end:
+            return self.failure.time
+        return end
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    attempt: int
+    run_uuid: str | None
+    start: float
+    end: float
+    outcome: str
+    exit_code: int | None
+    reason: str
+    outcome_source: str  # "record" or "inferred"
+    cycles: tuple[int, ...]
+    nodes: tuple[str, ...]
+    unhealthy_nodes: tuple[str, ...]
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class Totals:
+    wall_clock_s: float
+    progress_s: float
+    no_progress_s: float
+    unknown_progress_s: float
+    restart_overhead_s: float
+    between_attempts_s: float
+    goodput_ratio: float | None  # None while some cycle's progress is unknown
+    goodput_upper_bound: float | None  # counting unknown cycles as progress
+    work_lost_iterations: int | None  # None: unknown (no progress data for a failed cycle)
+    attempts: int
+    cycles: int
+    restarts: int  # in-job restarts (cycles after the first of each attempt)
+    requeues: int  # attempts after the first
+    failures: int
+
+    @property
+    def parts_s(self) -> float:
+        return (
+            self.progress_s
+            + self.no_progress_s
+            + self.unknown_progress_s
+            + self.restart_overhead_s
+            + self.between_attempts_s
+        )
+
+
+@dataclass(frozen=True)
+class Cause:
+    cause: str
+    count: int
+    cycles: tuple[int, ...]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodeFailures:
+    node: str
+    failures: int
+    cycles: tuple[int, ...]
+    unhealthy: int
+
+
+@dataclass(frozen=True)
+class Report:
+    state_dir: str
+    attempts: tuple[AttemptView, ...]
+    cycles: tuple[CycleView, ...]
+    totals: Totals
+    top_causes: tuple[Cause, ...]
+    repeat_nodes: tuple[NodeFailures, ...]
+    unhealthy: tuple[UnhealthyRecord, ...]
+    unreadable: tuple[Unreadable, ...]
+    progress_source: str | None  # the checkpoint-iteration file the ledger read
+    notes: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def exception_line(failure: Failure) -> str | None:
+    """The exception's last line: ``@record``'s message (``Type: text``), else the last line
+    of the traceback when it is an exception line."""
+    for text in (failure.message, failure.traceback):
+        if not text:
+            continue
+        lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+        if not lines:
+            continue
+        if text is failure.message or _EXCEPTION_LINE.match(lines[-1]):
+            return lines[-1]
+    return None
+
+
+def failure_view(doc: dict[str, object] | None) -> FailureView | None:
+    """The record's first failure; a kind this version does not know (a newer launcher's)
+    is kept as written, described from its detail."""
+    if not doc:
+        return None
+    try:
+        f = Failure.from_json(dict(doc))
+    except (TypeError, ValueError):
+        return _unknown_kind(doc)
+    return FailureView(
+        kind=f.kind.value,
+        node=f.node,
+        node_rank=f.node_rank,
+        time=float(f.time),
+        rank=f.rank,
+        exit_code=f.exit_code,
+        signal=f.signal,
+        exception=exception_line(f),
+        description=f.describe(),
+    )
+
+
+def _unknown_kind(doc: dict[str, object]) -> FailureView:
+    def get(key: str, types: type | tuple[type, ...]) -> Any:
+        value = doc.get(key)
+        return value if isinstance(value, types) and not isinstance(value, bool) else None
+
+    kind, node, node_rank = str(doc.get("kind")), str(doc.get("node")), get("node_rank", int)
+    return FailureView(
+        kind=kind,
+        node=node,
+        node_rank=node_rank,
+        time=float(get("time", (int, float)) or 0.0),
+        rank=get("rank", int),
+        exit_code=get("exit_code", int),
+        signal=get("signal", str),
+        exception=None,
+        description=f"{node} (node {node_rank}): {get('detail', str) or kind}",
+    )
+
+
+def cause_of(f: FailureView) -> str:
+    """What went wrong, without where: failures with the same cause group together."""
+    if f.kind == FailureKind.WORKER.value:
+        how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
+        return f"worker {how}" + (f": {f.exception}" if f.exception else "")
+    if f.kind == FailureKind.LOST_NODE.value:
+        return "lost launcher (heartbeat)"
+    if f.kind == FailureKind.SIGNAL.value:
+        return _signal_cause(f.description)
+    return f.kind + (f": {f.exception}" if f.exception else "")
+
+
+# --------------------------------------------------------------------------- cycles
+
+
+def _progress_known(ledger: Ledger | None) -> bool:
+    """Without an iteration file the ledger records 0 -> 0 for every cycle: that is no data."""
+    return ledger is not None and ledger.iteration_file is not None
+
+
+def _cycle_view(rec: CycleRecord, entry: CycleEntry | None, known: bool) -> CycleView:
+    progressed = None
+    if known and entry is not None and entry.iteration_end is not None and entry.progressed is not None:
+        progressed = entry.progressed
+    end = rec.end_time
+    if end is None and entry is not None and entry.ended_at is not None:
+        end = entry.ended_at
+    return CycleView(
+        cycle=rec.cycle,
+        attempt=rec.attempt,
+        restart=rec.restart,
+        start=float(rec.start_time),
+        end=float(end) if end is not None else None,
+        outcome=CycleOutcome(rec.outcome).value,
+        nodes=tuple(rec.nodes),
+        world_size=rec.world_size,
+        failure=failure_view(rec.first_failure),
+        progressed=progressed,
+        iteration_start=entry.iteration_start if known and entry else None,
+        iteration_end=entry.iteration_end if known and entry else None,
+        source="record",
+    )
+
+
+def _cycle_from_ledger(entry: CycleEntry, known: bool) -> CycleView | None:
+    """A cycle whose record is unreadable, as far as the ledger saw it."""
+    if entry.started_at is None:
+        return None
+    return CycleView(
+        cycle=entry.cycle,
+        attempt=entry.attempt,
+        restart=-1,
+        start=float(entry.started_at),
+        end=float(entry.ended_at) if entry.ended_at is not None else None,
+        outcome=entry.outcome or CycleOutcome.RUNNING.value,
+        nodes=(),
+        world_size=None,
+        failure=None,
+        progressed=entry.progressed if known and entry.iteration_end is not None else None,
+        iteration_start=entry.iteration_start if known else None,
+        iteration_end=entry.iteration_end if known else None,
+        source="ledger",
+    )
+
+
+def _cycles(files: StateFiles) -> tuple[list[CycleView], dict[int, str]]:
+    """The cycle views and, for each, the attempt key (its run's uuid when known)."""
+    ledger = files.ledger
+    known = _progress_known(ledger)
+    entries = {e.cycle: e for e in (ledger.cycles if ledger else [])}
+    views: list[CycleView] = []
+    keys: dict[int, str] = {}
+    for rec in files.cycles:
+        views.append(_cycle_view(rec, entries.get(rec.cycle), known))
+        keys[rec.cycle] = rec.run_uuid
+    for number, entry in entries.items():
+        if number in keys:
+            continue
+        view = _cycle_from_ledger(entry, known)
+        if view is not None:
+            views.append(view)
+            keys[number] = _key_for_attempt(entry.attempt, number, files.cycles)
+    views.sort(key=lambda c: (c.start, c.cycle))
+    return views, keys
+
+
+def _key_for_attempt(attempt: int, cycle: int, recs: Iterable[CycleRecord]) -> str:
+    """The run of ``attempt`` whose recorded cycle is nearest to ``cycle`` (earlier ones
+    first): a run's cycle numbers are consecutive."""
+    same = [r for r in recs if r.attempt == attempt]
+    if not same:
+        return f"{_NO_RUN}{attempt}"
+    return min(same, key=lambda r: (abs(r.cycle - cycle), r.cycle > cycle)).run_uuid
+
+
+# --------------------------------------------------------------------------- attempts
+
+
+def _inferred_outcome(last: CycleView, ledger: Ledger | None) -> tuple[str, str]:
+    """(outcome word, reason) for an attempt whose outcome record was not kept, from its
+    last cycle, or from the ledger when the no-progress guard refused the next one."""
+    stopped = ledger.stopped if ledger else None
+    if stopped is not None and stopped.attempt == last.attempt and stopped.cycle > last.cycle:
+        return exitcodes.describe(exitcodes.ExitCode.NO_PROGRESS), stopped.reason
+    word = {
+        CycleOutcome.SUCCEEDED: "finished",
+        CycleOutcome.SIGNALLED: "signalled",
+        CycleOutcome.FAILED: "failed",
+        CycleOutcome.LOST: "lost",
+        CycleOutcome.RUNNING: "interrupted",
+    }.get(last.outcome, last.outcome)
+    why = last.failure.description if last.failure else f"last cycle {last.cycle}: {last.outcome}"
+    return word, f"{why} (outcome record not kept)"
+
+
+def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) -> list[AttemptView]:
+    by_key: dict[str, list[CycleView]] = defaultdict(list)
+    for c in cycles:
+        by_key[keys[c.cycle]].append(c)
+    outcomes: dict[str, OutcomeRecord] = {o.run_uuid: o for o in files.outcomes}
+    # A ledger-only cycle belongs to its attempt's outcome when there is one.
+    for o in files.outcomes:
+        orphan = by_key.pop(f"{_NO_RUN}{o.attempt}", None)
+        if orphan:
+            by_key[o.run_uuid].extend(orphan)
+    out: list[AttemptView] = []
+    for key in set(by_key) | set(outcomes):
+        cs = sorted(by_key.get(key, []), key=lambda c: c.cycle)
+        rec = outcomes.get(key)
+        times = [c.start for c in cs] + [c.end for c in cs if c.end is not None]
+        if rec is not None:
+            times.append(float(rec.time))
+        if rec is not None:
+            number, word, reason, code, source = rec.attempt, rec.outcome, rec.reason, rec.exit_code, "record"
+        else:  # known from its cycles alone, so it has some
+            number, code, source = cs[0].attempt, None, "inferred"
+            word, reason = _inferred_outcome(cs[-1], files.ledger)
+        nodes: list[str] = list(rec.nodes) if rec is not None and rec.nodes else []
+        for c in cs:
+            nodes += [n for n in c.nodes if n not in nodes]
+        out.append(
+            AttemptView(
+                attempt=number,
+                run_uuid=None if key.startswith(_NO_RUN) else key,
+                start=min(times),
+                end=max(times),
+                outcome=word,
+                exit_code=code,
+                reason=reason,
+                outcome_source=source,
+                cycles=tuple(c.cycle for c in cs),
+                nodes=tuple(nodes),
+                unhealthy_nodes=tuple(rec.unhealthy_nodes) if rec is not None else (),
+            )
+        )
+    out.sort(key=lambda a: (a.start, a.attempt))
+    return out
+
+
+# --------------------------------------------------------------------------- totals
+
+
+def _partition(attempts: list[AttemptView], cycles: dict[int, CycleView]) -> dict[str, float]:
+    """Walk the time once; every stretch goes to one bucket (see the module docstring)."""
+    parts = dict.fromkeys(("progress", "no_progress", "unknown", "overhead", "between"), 0.0)
+    if not attempts:
+        return parts
+    cursor = attempts[0].start
+
+    def take(until: float, bucket: str) -> None:
+        nonlocal cursor
+        if until > cursor:
+            parts[bucket] += until - cursor
+            cursor = until
+
+    for a in attempts:
+        take(a.start, "between")
+        for number in a.cycles:
+            c = cycles[number]
+            take(c.start, "overhead")
+            bucket = {True: "progress", False: "no_progress", None: "unknown"}[c.progressed]
+            take(c.run_end, bucket)
+        take(a.end, "overhead")
+    return parts
+
+
+def work_lost(cycles: list[CycleView]) -> int | None:
+    """Iterations the checkpoint counter had reached before a failure that the next cycle
+    did not resume from. A checkpoint counter cannot see work after the last checkpoint, so
+    this is a lower bound; None when a failed cycle has no progress data."""
+    ordered = sorted(cycles, key=lambda c: c.cycle)
+    lost = 0
+    for before, after in itertools.pairwise(ordered):
+        if before.outcome == CycleOutcome.SUCCEEDED:
+            continue
+        if before.iteration_end is None or after.iteration_start is None:
+            return None
+        lost += max(0, before.iteration_end - after.iteration_start)
+    return lost
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _totals(attempts: list[AttemptView], cycles: list[CycleView]) -> Totals:
+    by_number = {c.cycle: c for c in cycles}
+    parts = _partition(attempts, by_number)
+    wall = (max(a.end for a in attempts) - attempts[0].start) if attempts else 0.0
+    unknown = parts["unknown"]
+    return Totals(
+        wall_clock_s=wall,
+        progress_s=parts["progress"],
+        no_progress_s=parts["no_progress"],
+        unknown_progress_s=unknown,
+        restart_overhead_s=parts["overhead"],
+        between_attempts_s=parts["between"],
+        goodput_ratio=_ratio(parts["progress"], wall) if unknown == 0 and cycles else None,
+        goodput_upper_bound=_ratio(parts["progress"] + unknown, wall),
+        work_lost_iterations=work_lost(cycles),
+        attempts=len(attempts),
+        cycles=len(cycles),
+        restarts=sum(max(0, len(a.cycles) - 1) for a in attempts),
+        requeues=max(0, len(attempts) - 1),
+        failures=sum(1 for c in cycles if _ended_badly(c)),
+    )
+
+
+# --------------------------------------------------------------------------- causes and nodes
+
+
+def _ended_badly(c: CycleView) -> bool:
+    return c.failure is not None or c.outcome not in (CycleOutcome.SUCCEEDED, CycleOutcome.RUNNING)
+
+
+def _causes(cycles: list[CycleView], attempts: list[AttemptView]) -> list[Cause]:
+    """Failures grouped by cause. A cycle ended by a signal the launcher itself received
+    has no first failure in its record; its attempt's outcome names the signal."""
+    reasons = {n: a.reason for a in attempts if a.outcome_source == "record" for n in a.cycles[-1:]}
+    grouped: dict[str, list[CycleView]] = defaultdict(list)
+    for c in cycles:
+        if c.failure is not None:
+            grouped[cause_of(c.failure)].append(c)
+        elif _ended_badly(c):
+            grouped[
+                _signal_cause(reasons.get(c.cycle)) if c.outcome == CycleOutcome.SIGNALLED else c.outcome
+            ].append(c)
+    causes = [
+        Cause(
+            cause=name,
+            count=len(cs),
+            cycles=tuple(c.cycle for c in cs),
+            nodes=tuple(
+                sorted({c.failure.node for c in cs if c.failure} or {n for c in cs for n in c.nodes})
+            ),
+        )
+        for name, cs in grouped.items()
+    ]
+    causes.sort(key=lambda k: (-k.count, k.cycles[0]))
+    return causes[:TOP_CAUSES]
+
+
+def _signal_cause(reason: str | None) -> str:
+    """``node1 received SIGTERM`` -> ``received SIGTERM``: the cause without the node."""
+    if reason and " received " in reason:
+        return "received " + reason.split(" received ", 1)[1]
+    return "signalled (preemption, time limit or scancel)"
+
+
+def _repeat_nodes(cycles: list[CycleView], attempts: list[AttemptView]) -> list[NodeFailures]:
+    failed: dict[str, list[int]] = defaultdict(list)
+    for c in cycles:
+        if c.failure is not None and c.failure.kind in NODE_FAULT_KINDS:
+            failed[c.failure.node].append(c.cycle)
+    unhealthy = Counter(node for a in attempts for node in a.unhealthy_nodes)
+    out = [
+        NodeFailures(node, len(failed[node]) + unhealthy[node], tuple(failed[node]), unhealthy[node])
+        for node in set(failed) | set(unhealthy)
+    ]
+    return sorted((n for n in out if n.failures > 1), key=lambda n: (-n.failures, n.node))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def analyse(files: StateFiles) -> Report:
+    cycles, keys = _cycles(files)
+    attempts = _attempts(files, cycles, keys)
+    notes = []
+    if files.ledger is None or files.ledger.iteration_file is None:
+        notes.append(
+            "no progress source (checkpoint-iteration file): progress of each cycle and work lost are unknown"
+        )
+    for c in cycles:
+        if c.end is None:
+            notes.append(
+                f"cycle {c.cycle} has no end (still running, or its launcher was killed): "
+                "it is counted up to its start"
+            )
+    if any(a.outcome_source == "inferred" for a in attempts):
+        notes.append("some attempts' outcome records were not kept: their outcome is inferred from cycles")
+    return Report(
+        state_dir=str(files.path),
+        attempts=tuple(attempts),
+        cycles=tuple(sorted(cycles, key=lambda c: c.cycle)),
+        totals=_totals(attempts, cycles),
+        top_causes=tuple(_causes(cycles, attempts)),
+        repeat_nodes=tuple(_repeat_nodes(cycles, attempts)),
+        unhealthy=tuple(sorted(files.unhealthy, key=lambda u: (u.time or 0.0, u.node))),
+        unreadable=tuple(files.unreadable),
+        progress_source=files.ledger.iteration_file if files.ledger else None,
+        notes=tuple(notes),
+    )

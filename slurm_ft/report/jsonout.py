@@ -1,0 +1,111 @@
+"""The report as JSON: ``slurm-ft-report --json``.
+
+The shape is a contract for dashboards and scripts, described by ``report.schema.json``
+(JSON Schema 2020-12, shipped in this package; ``schema_path()`` finds it). Changes that
+could break a reader raise ``REPORT_VERSION``; new optional keys do not. Times are Unix
+seconds, durations seconds; a value that cannot be known is null, never guessed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slurm_ft.report.analysis import AttemptView, CycleView, FailureView, Report
+
+REPORT_VERSION = 1
+SCHEMA_FILE = "report.schema.json"
+
+
+def schema_path() -> Path:
+    return Path(__file__).with_name(SCHEMA_FILE)
+
+
+def _failure(f: FailureView | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    return {
+        "kind": f.kind,
+        "node": f.node,
+        "node_rank": f.node_rank,
+        "rank": f.rank,
+        "time": f.time,
+        "exit_code": f.exit_code,
+        "signal": f.signal,
+        "exception": f.exception,
+        "description": f.description,
+    }
+
+
+def _cycle(c: CycleView) -> dict[str, Any]:
+    return {
+        "cycle": c.cycle,
+        "attempt": c.attempt,
+        "restart": c.restart if c.restart >= 0 else None,
+        "start": c.start,
+        "end": c.end,
+        "duration_s": c.duration,
+        "outcome": c.outcome,
+        "nodes": list(c.nodes),
+        "world_size": c.world_size,
+        "first_failure": _failure(c.failure),
+        "progressed": c.progressed,
+        "iteration_start": c.iteration_start,
+        "iteration_end": c.iteration_end,
+        "source": c.source,
+    }
+
+
+def _attempt(a: AttemptView) -> dict[str, Any]:
+    return {
+        "attempt": a.attempt,
+        "run_uuid": a.run_uuid,
+        "start": a.start,
+        "end": a.end,
+        "duration_s": a.duration,
+        "outcome": a.outcome,
+        "exit_code": a.exit_code,
+        "reason": a.reason,
+        "outcome_source": a.outcome_source,
+        "cycles": list(a.cycles),
+        "nodes": list(a.nodes),
+        "unhealthy_nodes": list(a.unhealthy_nodes),
+    }
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    t = report.totals
+    return {
+        "report_version": REPORT_VERSION,
+        "state_dir": report.state_dir,
+        "progress_source": report.progress_source,
+        "totals": {
+            "wall_clock_s": t.wall_clock_s,
+            "progress_s": t.progress_s,
+            "no_progress_s": t.no_progress_s,
+            "unknown_progress_s": t.unknown_progress_s,
+            "restart_overhead_s": t.restart_overhead_s,
+            "between_attempts_s": t.between_attempts_s,
+            "goodput_ratio": t.goodput_ratio,
+            "goodput_upper_bound": t.goodput_upper_bound,
+            "work_lost_iterations": t.work_lost_iterations,
+            "attempts": t.attempts,
+            "cycles": t.cycles,
+            "restarts": t.restarts,
+            "requeues": t.requeues,
+            "failures": t.failures,
+        },
+        "attempts": [_attempt(a) for a in report.attempts],
+        "cycles": [_cycle(c) for c in report.cycles],
+        "top_causes": [
+            {"cause": k.cause, "count": k.count, "cycles": list(k.cycles), "nodes": list(k.nodes)}
+            for k in report.top_causes
+        ],
+        "repeat_nodes": [
+            {"node": n.node, "failures": n.failures, "cycles": list(n.cycles), "unhealthy": n.unhealthy}
+            for n in report.repeat_nodes
+        ],
+        "unhealthy": [{"node": u.node, "reason": u.reason, "time": u.time} for u in report.unhealthy],
+        "unreadable": [{"path": u.path, "problem": u.problem} for u in report.unreadable],
+        "notes": list(report.notes),
+    }

@@ -1,0 +1,177 @@
+"""The report for a person at a terminal (or in a batch script's output file), with rich.
+
+rich is imported when a report is printed, not when the package is: ``--json`` and
+``--svg`` never pay for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO
+
+from slurm_ft.launch.records import FailureKind
+from slurm_ft.report.analysis import Report, Totals
+
+# A terminal table of hundreds of cycles is neither readable nor quick (rich needs about
+# 1.5 ms a row); the causes and the totals cover them all.
+MAX_CYCLE_ROWS = 40
+_OUTCOME_STYLE = {
+    "succeeded": "green",
+    "finished": "green",
+    "failed": "red",
+    "restarts-exhausted": "red",
+    "lost": "red",
+    "no-progress": "red",
+    "unhealthy": "magenta",
+    "signalled": "yellow",
+}
+
+
+def when(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+
+
+def seconds(s: float | None) -> str:
+    """``12.3 s``, ``4 min 05 s``, ``2 h 03 min``: readable at every scale."""
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} min"
+
+
+def percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole > 0 else "-"
+
+
+def _style(outcome: str) -> str:
+    if outcome.startswith("signal"):
+        return "yellow"
+    return _OUTCOME_STYLE.get(outcome, "")
+
+
+def goodput_text(t: Totals) -> str:
+    if t.goodput_ratio is not None:
+        return f"{100 * t.goodput_ratio:.1f} %"
+    if t.goodput_upper_bound is not None:
+        return f"unknown (no progress data; at most {100 * t.goodput_upper_bound:.1f} %)"
+    return "unknown"
+
+
+def total_rows(t: Totals) -> list[tuple[str, str, str]]:
+    """(name, duration, share of the wall clock) of every bucket that holds any time: the
+    same lines in every renderer."""
+    parts = [
+        ("training, with progress", t.progress_s),
+        ("training, no progress", t.no_progress_s),
+        ("training, progress unknown", t.unknown_progress_s),
+        ("restart overhead", t.restart_overhead_s),
+        ("between attempts", t.between_attempts_s),
+    ]
+    return [(name, seconds(s), percent(s, t.wall_clock_s)) for name, s in parts if s > 0]
+
+
+def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out, highlight=False, soft_wrap=False, width=width)
+    t = report.totals
+    console.print(Text(f"slurm-ft report: {report.state_dir}", style="bold"))
+
+    attempts = Table(title="attempts", title_justify="left")
+    for name in ("attempt", "start (UTC)", "end", "duration", "cycles", "outcome", "reason"):
+        attempts.add_column(name, overflow="fold")
+    for a in report.attempts:
+        outcome = a.outcome + (f" ({a.exit_code})" if a.exit_code is not None else " (inferred)")
+        attempts.add_row(
+            str(a.attempt),
+            when(a.start),
+            when(a.end)[11:],
+            seconds(a.duration),
+            ",".join(map(str, a.cycles)) or "-",
+            Text(outcome, style=_style(a.outcome)),
+            a.reason,
+        )
+    console.print(attempts)
+
+    shown = report.cycles[-MAX_CYCLE_ROWS:]
+    hidden = len(report.cycles) - len(shown)
+    title = f"cycles (the last {len(shown)}; all {len(report.cycles)} in --json)" if hidden else "cycles"
+    cycles = Table(title=title, title_justify="left")
+    for name in (
+        "cycle",
+        "attempt",
+        "start (UTC)",
+        "duration",
+        "outcome",
+        "progress",
+        "first failure",
+        "nodes",
+    ):
+        cycles.add_column(name, overflow="fold")
+    for c in shown:
+        f = c.failure
+        failure = "-"
+        if f is not None:
+            failure = f.description
+            if f.kind == FailureKind.WORKER.value:
+                how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
+                failure = f"rank {f.rank} on {f.node}: {how}"
+            if f.exception:
+                failure += f"\n{f.exception}"
+        if c.progressed is None:
+            prog = "?"
+        else:
+            prog = f"{c.iteration_start}→{c.iteration_end}" if c.iteration_end is not None else "no"
+        cycles.add_row(
+            str(c.cycle),
+            str(c.attempt),
+            when(c.start),
+            seconds(c.duration),
+            Text(c.outcome, style=_style(c.outcome)),
+            prog,
+            failure,
+            ",".join(c.nodes) or "-",
+        )
+    console.print(cycles if report.cycles else "no cycle ran: no worker was started", markup=False)
+
+    totals = Table(title="where the time went", title_justify="left")
+    totals.add_column("")
+    totals.add_column("time", justify="right")
+    totals.add_column("share", justify="right")
+    for row in total_rows(t):
+        totals.add_row(*row)
+    totals.add_row(Text("wall clock", style="bold"), seconds(t.wall_clock_s), "100 %")
+    console.print(totals)
+    lost = "unknown" if t.work_lost_iterations is None else f"{t.work_lost_iterations} iterations"
+    console.print(
+        f"goodput: {goodput_text(t)}   work lost: {lost}   attempts: {t.attempts} "
+        f"(requeues {t.requeues})   cycles: {t.cycles} (restarts {t.restarts})   failures: {t.failures}",
+        markup=False,
+    )
+    if report.top_causes:
+        console.print(Text("top failure causes", style="bold"))
+        for k in report.top_causes:
+            console.print(
+                f"  {k.count}x {k.cause}  (cycles {','.join(map(str, k.cycles))}; on {', '.join(k.nodes)})",
+                markup=False,
+            )
+    if report.repeat_nodes:
+        console.print(Text("nodes that failed more than once", style="bold"))
+        for n in report.repeat_nodes:
+            parts = []
+            if n.cycles:
+                parts.append(f"cycles {','.join(map(str, n.cycles))}")
+            if n.unhealthy:
+                parts.append(f"unhealthy in {n.unhealthy} attempt(s)")
+            console.print(f"  {n.node}: {n.failures} failures ({'; '.join(parts)})", markup=False)
+    for u in report.unhealthy:
+        console.print(f"unhealthy: {u.node} at {when(u.time)}: {u.reason}", markup=False)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+    for bad in report.unreadable:
+        console.print(Text(f"could not read {bad.path}: {bad.problem}", style="red"))
