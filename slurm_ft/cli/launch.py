@@ -461,8 +461,9 @@ def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> No
         w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
     else:
         port, *others = cfg.rdzv_ports
-        also = f" (if in use: {', '.join(map(str, others))})" if others else ""
-        w(f"rendezvous: TCPStore on {topo.master_addr}:{port}{also}, hosted by node 0; run id {cfg.run_id}\n")
+        w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
+        if others:
+            w(f"rendezvous ports if {port} is in use: {', '.join(map(str, others))}\n")
         w(f"rendezvous authentication: {secret_note}\n")
     w(
         f"workers: {topo.nproc_per_node} per node, world size {topo.world_size}, "
