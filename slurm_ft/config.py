@@ -37,6 +37,7 @@ class LaunchSettings:
     max_restarts: int = 3
     monitor_interval: float = 2.0
     workers_stop_timeout: float = 15.0
+    kill_timeout: float = 30.0  # after SIGKILL: a worker still there is stuck in the kernel
     failure_stop_grace: float = 0.2
     term_timeout: float = 25.0
     join_timeout: float = 300.0
@@ -51,6 +52,9 @@ class LaunchSettings:
     result_linger_timeout: float = 30.0
     numa_binding: Literal["none", "node", "socket", "exclusive"] = "none"
     nic_affinity: bool = False
+    # The launcher's own NIC mode (health.nic_mode is the standalone check's): judged
+    # against its start-time snapshot, a port down from the start cannot fail every node.
+    nic_mode: Literal["absolute", "transition"] = "transition"
     role: str = "default"
     prom_file: str | None = None
     spare_nodes: int = 0
@@ -243,6 +247,7 @@ def validate(settings: Settings) -> None:
     for key in (
         "monitor_interval",
         "workers_stop_timeout",
+        "kill_timeout",
         "term_timeout",
         "join_timeout",
         "heartbeat_interval",

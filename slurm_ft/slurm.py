@@ -351,6 +351,28 @@ def rdzv_port(job: SlurmJob, port_range: tuple[int, int], override: int | None =
     return lo + int(job.job_id) % (hi - lo + 1)
 
 
+RDZV_PORT_TRIES = 4
+
+
+def rdzv_ports(job: SlurmJob, port_range: tuple[int, int], override: int | None = None) -> tuple[int, ...]:
+    """The ports node 0 tries, in order, when one is in use; peers look for it on each.
+
+    The first is :func:`rdzv_port`. The others step through the range by a quarter of its
+    size, so two jobs whose first ports clash (ids a multiple of the range size apart)
+    move on to ports of their own sequence that no neighbouring job id starts with.
+    """
+    first = rdzv_port(job, port_range, override)
+    lo, hi = port_range
+    size = hi - lo + 1
+    stride = max(1, size // RDZV_PORT_TRIES)
+    ports = [first]
+    for k in range(1, RDZV_PORT_TRIES):
+        port = lo + (first - lo + k * stride) % size
+        if port not in ports:
+            ports.append(port)
+    return tuple(ports)
+
+
 def describe(job: SlurmJob, port: int) -> dict[str, object]:
     """The derived topology in the order ``python -m slurm_ft.slurm`` prints it."""
     return {

@@ -21,6 +21,9 @@ apt_install() {
   command -v munged >/dev/null || missing+=(munge)
   command -v shellcheck >/dev/null || missing+=(shellcheck)
   command -v ip >/dev/null || missing+=(iproute2)
+  # FUSE: the tests mount a file system that stops answering (a dead network mount's behaviour).
+  command -v fusermount >/dev/null || missing+=(fuse)
+  [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 ] || ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2' || missing+=(libfuse2)
   /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing Debian packages: ${missing[*]}"
@@ -44,14 +47,15 @@ setup_venv() {
     "$(python_for_venv)" -m venv "$VENV"
   fi
   # The CPU wheel of torch: the dev/CI pin. Users on GPU clusters keep their own torch.
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v 'is ignored' || true
+  # numpy too: without it torch prints "Failed to initialize NumPy" in every worker.
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.13.0 numpy 2>&1 | grep -v 'is ignored' || true
   # Editable when a plain user can read this checkout (jobs import it); else a real install.
   local mode=(-e)
   if [ "$(id -u)" = 0 ] && ! runuser -u nobody -- test -r "$ROOT/slurm_ft/__init__.py" 2>/dev/null; then
     mode=()
   fi
   "$VENV/bin/pip" install -q --disable-pip-version-check "${mode[@]}" "${ROOT}[test]" 2>&1 | grep -v 'is ignored' || true
-  "$VENV/bin/python" -c 'import slurm_ft, torch, yaml, rich, pynvml, pytest, hypothesis' \
+  "$VENV/bin/python" -c 'import slurm_ft, torch, numpy, yaml, rich, pynvml, pytest, hypothesis, fuse' \
     || { log "the venv $VENV is incomplete"; exit 1; }
 }
 

@@ -2,9 +2,10 @@
 
 Everything that can be wrong with the input is found here, before any process starts or
 any file is written: argparse errors, settings, the SLURM_* topology, the script, the
-state dir, the applog prefix. Each is one line on stderr and exit 2. Only two input
-errors can surface later (node 0's rendezvous port in use, a corrupt ledger) and they are
-reported the same way, still before any worker starts.
+state dir, the applog prefix. Each is one line on stderr and exit 2. Only one input
+error can surface later (a corrupt ledger) and it is reported the same way, still before
+any worker starts. (Node 0's rendezvous ports all in use is not bad input: it is
+retryable, exit 1.)
 """
 
 from __future__ import annotations
@@ -205,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--nics", dest="nics", metavar="LIST", help="NICs that must be up (comma list, globs)")
     a("--paths", dest="paths", metavar="LIST", help="paths that must be reachable (comma list)")
+    a(
+        "--nic-mode",
+        dest="nic_mode",
+        choices=("absolute", "transition"),
+        help="NICs judged by change since the launcher started (transition, default) or as they are",
+    )
     # placement and NIC monitoring
     a(
         "--numa-binding",
@@ -404,6 +411,7 @@ CLI_KEYS: dict[str, str] = {
     "min_progress_iterations": "progress.min_progress_iterations",
     "nics": "health.nics",
     "paths": "health.paths",
+    "nic_mode": "launch.nic_mode",
     "numa_binding": "launch.numa_binding",
     "nic_affinity": "launch.nic_affinity",
     "nic_monitor": "health.nic_monitor",
@@ -489,10 +497,12 @@ def _check_state_dir(path: Path) -> None:
         raise UsageError(f"state dir {path} is not writable: {exc.strerror or exc}") from None
 
 
-def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
+def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> None:
+    from slurm_ft.launch import cyclecount
     from slurm_ft.launch import workers as wk
 
     job, topo = cfg.job, cfg.topo
+    cycle = cyclecount.read_next_cycle(cfg.state)  # what node 0 would publish now
     w = out.write
     w(f"{PROG} dry run: nothing is started\n")
     w(
@@ -502,7 +512,11 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
     if job.num_nodes == 1:
         w(f"rendezvous: in-process store (single node, no port); run id {cfg.run_id}\n")
     else:
+        port, *others = cfg.rdzv_ports
         w(f"rendezvous: TCPStore on {topo.master_addr}:{port}, hosted by node 0; run id {cfg.run_id}\n")
+        if others:
+            w(f"rendezvous ports if {port} is in use: {', '.join(map(str, others))}\n")
+        w(f"rendezvous authentication: {secret_note}\n")
     spare = job.node_rank >= topo.num_nodes
     first, last = topo.ranks.start, topo.ranks.stop - 1
     where = (
@@ -546,13 +560,13 @@ def _dry_run(cfg: Any, port: int, out: Any, placement: Plan | None) -> None:
         restart_count=0,
         max_restarts=launch.max_restarts,
         run_id=cfg.run_id,
-        cycle=0,
-        cycle_info=str(cfg.state.cycle_record(0)),
+        cycle=cycle,
+        cycle_info=str(cfg.state.cycle_record(cycle)),
     )
     argv = cfg.entry.argv(cfg.python)
     for local in range(0 if spare else topo.nproc_per_node):
         rank = topo.global_rank(local)
-        env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(0, rank)))
+        env = wk.worker_env({}, topo, local, cyc, str(cfg.state.error_file(cycle, rank)))
         w(f"worker local_rank {local} rank {rank}:\n")
         if placement is not None:
             env.update(placement.ranks[local].nic_env(cfg.base_env))
@@ -714,9 +728,10 @@ def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Se
 def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft import health
     from slurm_ft.compat.errors import CompatError
+    from slurm_ft.launch import jobsecret
     from slurm_ft.launch import signals as sigmod
     from slurm_ft.launch import workers as wk
-    from slurm_ft.slurm import rdzv_port
+    from slurm_ft.slurm import rdzv_ports
 
     if not args:
         raise UsageError("no training script given; usage: slurm-ft-launch [options] SCRIPT [args]")
@@ -754,11 +769,11 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     settings = _log_dir(settings, state.path, cwd)
     port_range = config.parse_port_range(settings.launch.rdzv_port_range)
     try:
-        port = rdzv_port(job, port_range, settings.launch.rdzv_port)
+        ports = rdzv_ports(job, port_range, settings.launch.rdzv_port)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if job.num_nodes == 1:
-        port = 0  # a single node keeps its store in process (no port, no torch import)
+        ports = ()  # a single node keeps its store in process (no port, no torch import)
     active = _active_nodes(job.num_nodes, settings.launch)
     topo = wk.Topology(job.node_rank, active, nproc, job.master_addr, settings.launch.role)
     cfg = agent_mod.AgentConfig(
@@ -767,8 +782,8 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         entry=entry,
         topo=topo,
         state=state,
-        rdzv_port=port,
-        base_env=env,
+        rdzv_ports=ports,
+        base_env=jobsecret.without_secret(env),  # workers never see the job secret
         python=sys.executable,
         cwd=cwd,
         health_checks=health_on,
@@ -779,13 +794,29 @@ def _main(args: list[str], env: dict[str, str]) -> int:
 
     cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
-        _dry_run(cfg, port, sys.stdout, cfg.placement)
+        secret_note = (
+            f"job secret from {jobsecret.SECRET_ENV} (not shown)"
+            if env.get(jobsecret.SECRET_ENV)
+            else f"job secret from {state.path / jobsecret.SECRET_FILE} (made at start if missing)"
+        )
+        _dry_run(cfg, sys.stdout, cfg.placement, secret_note)
         sys.stdout.flush()
         return 0
     helper = wk.pdeathsig_helper(shutil.which("setpriv", path=env.get("PATH", os.defpath)))
-    cfg = dataclasses.replace(cfg, spawn_helper=helper)
+    cfg = dataclasses.replace(cfg, spawn_helper=helper, step_killer=_step_killer(job, env))
     _check_state_dir(state.path)
+    if job.num_nodes > 1:
+        cfg = dataclasses.replace(cfg, auth=jobsecret.resolve(env.get(jobsecret.SECRET_ENV), state))
     return _launch(cfg)
+
+
+def _step_killer(job: Any, env: Mapping[str, str]) -> tuple[str, ...]:
+    """``scancel --signal=KILL JOB.STEP``: SIGKILL to every process of this step on every
+    node (a frozen launcher and its workers too); () outside a multi-node Slurm step."""
+    if job.num_nodes < 2 or job.job_id is None or job.step_id is None:
+        return ()
+    scancel = shutil.which("scancel", path=env.get("PATH", os.defpath)) or "scancel"
+    return (scancel, "--signal=KILL", f"{job.job_id}.{job.step_id}")
 
 
 def _launch(cfg: Any) -> int:

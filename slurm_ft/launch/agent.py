@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import traceback
@@ -34,16 +36,19 @@ from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
-from slurm_ft.launch.coordinator import Coordinator, open_store
+from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.protocol import CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.signals import SignalBox, parse_signals
 from slurm_ft.launch.stores import Interrupted, StoreLost
+from slurm_ft.launch.survivors import Survivor
 from slurm_ft.launch.wayout import Exit
 
 CYCLE_OUTCOME = {
@@ -53,6 +58,9 @@ CYCLE_OUTCOME = {
     WatchEndKind.STORE_LOST: CycleOutcome.LOST,
     WatchEndKind.BLIND: CycleOutcome.LOST,
 }
+
+
+STEP_KILL_TIMEOUT_S = 10.0
 
 
 class Phase(Enum):
@@ -102,6 +110,7 @@ class Agent:
         self.index: int | None = None  # the cycle (within the attempt) being joined or run
         self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
+        self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
@@ -129,7 +138,7 @@ class Agent:
             cycle = self.run.first_cycle + i
             self.index = i
             self._enter(Phase.HEALTH)
-            self.unhealthy = member.check_health(i)
+            self.unhealthy = self.stuck or member.check_health(i)
             self._enter(Phase.JOIN)
             member.join(i, self.unhealthy)
             self._enter(Phase.DECIDE)
@@ -137,7 +146,7 @@ class Agent:
             if not decision.run:
                 return self._stopped(decision)
             judge = self.coordinator.judge if self.coordinator else None
-            active = len(decision.active) or self.cfg.num_nodes
+            active = decision.active or tuple(range(self.cfg.num_nodes))
             topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
             if topo is None:
                 self._enter(Phase.STANDBY)
@@ -169,27 +178,35 @@ class Agent:
     def _open(self) -> Member:
         """Node 0 opens the store and publishes the run; a peer connects and reads it."""
         cfg = self.cfg
+        sealer = Sealer(cfg.auth.key, self.ev.event)
+        keys = Keys(cfg.run_id, sealer.namespace)
+        given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
+        self._announce_auth()
         if cfg.is_node0:
-            self.client = self.seams.client or open_store(cfg)
+            self.client = given or open_store(cfg, keys, sealer, self.ev)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
             deadline = time.monotonic() + self.launch.join_timeout
-            self.client = self.seams.client or Client.connect(
-                cfg.topo.master_addr,
-                cfg.rdzv_port,
-                Keys(cfg.run_id),
-                deadline=deadline,
-                op_timeout=self.launch.heartbeat_timeout,
-                abort=self._received,
-                sleep=self.sig.sleep,
-            )
-            found = self.client.wait_base(deadline=deadline, abort=self._received)
-            if found is None:
-                raise StoreLost("node 0 did not publish the run within the join timeout")
-            base = found
+            if given is not None:
+                self.client = given
+                found = self.client.wait_base(deadline=deadline, abort=self._received)
+                if found is None:
+                    raise StoreLost("node 0 did not publish the run within the join timeout")
+                base = found
+            else:
+                self.client, base = Client.find(
+                    cfg.topo.master_addr,
+                    cfg.rdzv_ports,
+                    keys,
+                    sealer,
+                    deadline=deadline,
+                    op_timeout=self.launch.heartbeat_timeout,
+                    abort=self._received,
+                    sleep=self.sig.sleep,
+                )
             self.client.beat(cfg.job.node_rank)
-            self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{cfg.rdzv_port}")
+            self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{self.client.port}")
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
         hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self.threads = BackgroundSet.start(
@@ -208,6 +225,19 @@ class Agent:
             cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r, hangs
         )
         return self.member
+
+    def _announce_auth(self) -> None:
+        """Once at every start of a multi-node launcher: whether the store is authenticated."""
+        if self.cfg.num_nodes < 2:
+            return
+        auth = self.cfg.auth
+        if auth.key is not None:
+            self.ev.event(f"rendezvous store authenticated: {auth.source}")
+        else:
+            self.ev.event(
+                f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
+                f"reach its port can stop or restart this job; set {SECRET_ENV} (README: security)"
+            )
 
     def _decide(self, i: int, cycle: int) -> Decision:
         abort = self.threads.abort_check(self._received)
@@ -251,7 +281,9 @@ class Agent:
         """Stop the node's workers (a spare has none) the way the ending asks, then close
         the cycle's books."""
         assert self.member is not None
-        self.member.stop(i, cycle, workers, end, self._termination_signal)
+        stuck = self.member.stop(i, cycle, workers, end, self._termination_signal)
+        if stuck:
+            self._mark_stuck(cycle, stuck)
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
             self.last_failure_seen = end.failure
@@ -261,6 +293,14 @@ class Agent:
         result = CycleResult(CYCLE_OUTCOME[end.kind], self.clock(), failure)
         if self.coordinator is not None:
             self.coordinator.close_cycle(self.run, i, cycle, decision, result)
+
+    def _mark_stuck(self, cycle: int, stuck: list[Survivor]) -> None:
+        """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
+        from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
+        what = "; ".join(s.describe() for s in stuck)
+        self.stuck = self.unhealthy = f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
+        with contextlib.suppress(OSError):
+            self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
 
     # ------------------------------------------------------------------ endings
 
@@ -328,10 +368,24 @@ class Agent:
             self.prom.flush()
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run, self.published)
+            if way_out.ending.lost_nodes:
+                self._end_step(way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack()
         return way_out.ending
+
+    def _end_step(self, lost: tuple[str, ...]) -> None:
+        """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
+        until the time limit. Once the outcome is written and the live peers have read the
+        answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
+        goes on to its decision. (A peer whose node 0 froze does the same on its way out.)"""
+        argv = self.cfg.step_killer
+        if not argv:
+            return
+        self.ev.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
 
     def export_metrics(self) -> None:
         """The Prometheus file, when asked for (the writer writes only on change, at most
@@ -347,6 +401,7 @@ class Agent:
         if self.workers is not None:
             self.workers.group.signal_groups(signal.SIGKILL)
         wk.kill_orphans(os.getpid())
+        self._end_step(("node 0",))  # a frozen node 0 would hold the step as a frozen peer does
         os._exit(int(ExitCode.WORKERS_FAILED))
 
     def cleanup(self) -> None:
@@ -417,6 +472,8 @@ def drive(agent: Agent) -> Ending:
             way_out = agent.lost_store(str(exc))
         except BackgroundDied as exc:
             way_out = wayout.blind(str(exc))
+        except PortsInUse as exc:
+            way_out = wayout.ports_in_use(str(exc))
         except BadInput:
             raise
         except Exception as exc:

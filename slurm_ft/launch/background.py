@@ -146,7 +146,8 @@ class PeerMonitor(BackgroundThread):
             values = self.client.beats(self._peers)
             now = self._clock()
             with self._lock:
-                for node, value in zip(self._peers, values, strict=True):
+                for node, beat in zip(self._peers, values, strict=True):
+                    value = last_value.get(node, 0) if beat is None else beat  # a forgery: no sign of life
                     if value != last_value.get(node):
                         last_value[node] = value
                         self._last_change[node] = now

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_ft.config import Settings
+from slurm_ft.launch.jobsecret import StoreAuth
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
@@ -13,7 +14,7 @@ from slurm_ft.topology.plan import Plan
 
 
 class BadInput(Exception):
-    """Input found wrong only once the launcher started (port in use, corrupt ledger): exit 2."""
+    """Input found wrong only once the launcher started (a corrupt ledger): exit 2."""
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class AgentConfig:
     entry: Entry
     topo: Topology
     state: StateDir
-    rdzv_port: int  # unused (0) on a single node: the store is in process
+    rdzv_ports: tuple[int, ...]  # node 0's store: the first free one; () on a single node
     base_env: Mapping[str, str]
     python: str
     cwd: str
@@ -32,6 +33,10 @@ class AgentConfig:
     signals: tuple[int, ...]
     spawn_helper: tuple[str, ...] = ()  # workers.pdeathsig_helper()
     placement: Plan | None = None  # CPU/NUMA binding and NIC of each local rank, when asked
+    # argv that SIGKILLs this job step everywhere (scancel), for node 0 to end a step
+    # whose lost launcher would otherwise hold the allocation; () outside a Slurm step.
+    step_killer: tuple[str, ...] = ()
+    auth: StoreAuth = field(default_factory=StoreAuth)  # the job secret, if any
 
     @property
     def is_node0(self) -> bool:

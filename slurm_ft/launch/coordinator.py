@@ -25,6 +25,7 @@ from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker, sources
@@ -43,18 +44,24 @@ class Roster:
     lost_ranks: tuple[int, ...] = ()
 
 
-def open_store(cfg: AgentConfig) -> Client:
-    """Node 0's store: in memory for one node, else a TCPStore (port in use -> BadInput)."""
-    keys = Keys(cfg.run_id)
+class PortsInUse(Exception):
+    """Node 0 found every port of the job's sequence in use: retryable (another job's
+    store may be gone by the next attempt), never bad input."""
+
+
+def open_store(cfg: AgentConfig, keys: Keys, sealer: Sealer, events: EventLog) -> Client:
+    """Node 0's store: in memory for one node, else a TCPStore on the first free port of
+    the job's sequence (where the peers look for it, in the same order)."""
     if cfg.num_nodes == 1:
         return Client.local(keys)
-    try:
-        return Client.host(cfg.rdzv_port, keys, cfg.settings.launch.heartbeat_timeout)
-    except StoreBindError as exc:
-        raise BadInput(
-            f"cannot listen on rendezvous port {cfg.rdzv_port} ({exc}); choose another with "
-            "--rdzv-port or SLURM_FT_LAUNCH_RDZV_PORT"
-        ) from None
+    in_use: list[str] = []
+    for port in cfg.rdzv_ports:
+        try:
+            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout, sealer)
+        except StoreBindError as exc:
+            events.event(f"rendezvous port {port} in use ({exc})")
+            in_use.append(str(port))
+    raise PortsInUse(f"every rendezvous port of this job is in use ({', '.join(in_use)})")
 
 
 class Coordinator:
@@ -115,11 +122,18 @@ class Coordinator:
         with_spares = self.spares is not None
 
         def settled() -> bool | None:
+            if self.threads.lost_peers():
+                return True
             joined, unhealthy = self.client.join_counts(i)
             lost = self.threads.lost_peers()
             if with_spares:
                 return True if joined + len(lost) >= n else None
-            return True if joined >= n or unhealthy > 0 or lost else None
+            if lost:
+                return True
+            if joined < n and unhealthy == 0:
+                return None
+            infos = self.client.join_records(i, n)  # the counters are hints; records are sealed
+            return True if all(infos) or any(info and info.unhealthy for info in infos) else None
 
         if previous is None or previous.retryable or (with_spares and policy.replaceable(previous)):
             poll_until(
@@ -177,6 +191,7 @@ class Coordinator:
             start_time=now,
             nodes=roster.names,
             unhealthy_nodes=tuple(node for node, _ in roster.unhealthy),
+            lost_nodes=roster.lost,
             first_failure=previous.to_json() if previous else None,
         )
 

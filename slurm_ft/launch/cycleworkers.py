@@ -23,6 +23,7 @@ from slurm_ft.launch.framing import rank_width
 from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.protocol import Decision
 from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.survivors import Survivor
 
 
 def _open_applog(
@@ -235,19 +236,26 @@ class CycleWorkers:
                 return
             self.group.wait(min(left, 0.05))
 
-    def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> None:
+    def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> list[Survivor]:
         """Stop every worker (``signum``, SIGKILL after ``timeout``; with ``short_grace``,
         SIGKILL once the workers have been idle that long, see :meth:`_grace`), drain and
-        close the log, and wait for the GPU memory they held to come back."""
+        close the log, and wait for the GPU memory they held to come back. Returns the
+        processes that SIGKILL did not end within ``launch.kill_timeout`` (each one is an
+        event)."""
+        launch = self._cfg.settings.launch
         try:
             running = len(self.group.running())
             if short_grace is not None and running:
                 self.group.signal_groups(signum)
                 self._grace(short_grace, timeout)
                 timeout = 0.0
-            self.group.stop(signum, timeout)
+            stuck = self.group.stop(signum, timeout, launch.kill_timeout)
             if running:
                 self._events.event(f"stopped {running} worker(s) with {signal_name(signum)}")
+            for s in stuck:
+                self._events.event(
+                    f"worker process survived SIGKILL for {launch.kill_timeout:g}s: {s.describe()}"
+                )
         finally:
             if self._app is not None:
                 stats = self._app.close()
@@ -256,12 +264,14 @@ class CycleWorkers:
                     self._events.event(
                         f"application log lost {stats.lost_lines} line(s) in cycle {self.cycle}"
                     )
-        launch = self._cfg.settings.launch
+        if stuck:
+            return stuck  # their GPU memory cannot come back while they are there
         ok, detail = health.wait_for_release(
             self.pids, launch.gpu_release_timeout, launch.gpu_release_tolerance_mib
         )
         if not ok:
             self._events.event(f"GPU memory not released: {detail}")
+        return stuck
 
     def kill_now(self) -> None:
         """Last resort on the way out of an exception."""

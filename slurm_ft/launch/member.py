@@ -8,6 +8,7 @@ member only asks its ``judge`` during the watch, which node 0 supplies.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import socket
@@ -30,6 +31,7 @@ from slurm_ft.launch.protocol import Decision, JoinInfo
 from slurm_ft.launch.records import Failure, FailureKind
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stores import Interrupted, StoreLost
+from slurm_ft.launch.survivors import Survivor
 
 DECISION_GRACE_S = 30.0
 STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
@@ -86,7 +88,7 @@ class Member:
         if not self.cfg.health_checks or not (launch.health_before_join or i == 0):
             return None
         report = health.run_checks(
-            self.cfg.settings.health,
+            dataclasses.replace(self.cfg.settings.health, nic_mode=launch.nic_mode),
             node_name=self.cfg.job.node_name,
             expected_gpus=self.cfg.settings.health.gpus or self.cfg.job.gpus_on_node,
             baseline=self._baseline,
@@ -127,11 +129,11 @@ class Member:
         i: int,
         workers: CycleWorkers,
         judge: Judge | None,
-        active: int,
+        active: tuple[int, ...],
         on_tick: Callable[[], None] | None = None,
     ) -> WatchEnd:
         """Until this cycle ends anywhere; the first reason found is the answer. ``active``:
-        how many launchers run workers this cycle (all must finish for a success)."""
+        the launchers that run workers this cycle (all must finish for a success)."""
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
@@ -146,7 +148,7 @@ class Member:
         i: int,
         workers: CycleWorkers,
         judge: Judge | None,
-        active: int,
+        active: tuple[int, ...],
         on_tick: Callable[[], None] | None,
     ) -> WatchEnd:
         done_marked = False
@@ -169,7 +171,7 @@ class Member:
                 for e in exits:
                     self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
                 if not done_marked and workers.all_succeeded():
-                    self.client.mark_done(i)
+                    self.client.mark_done(i, self.cfg.job.node_rank)
                     done_marked = True
                 end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
             except StoreLost as exc:
@@ -221,7 +223,7 @@ class Member:
                 return WatchEnd(WatchEndKind.FAILURE, failure=won)
         return None
 
-    def stand_by(self, i: int, judge: Judge | None, active: int) -> WatchEnd:
+    def stand_by(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd:
         """A spare's cycle: no workers, only the job's view, woken by the halt waiter, a
         lost peer or a signal; node 0 (which judges the job) also at its periodic duties."""
         self.threads.watch_halt(i)
@@ -249,12 +251,12 @@ class Member:
             if died:
                 return WatchEnd(WatchEndKind.BLIND, detail=died)
 
-    def _job_view(self, i: int, judge: Judge | None, active: int) -> WatchEnd | None:
+    def _job_view(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
         poll = self.client.poll(i)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
-        if poll.done >= active:
+        if poll.done >= len(active) and self.client.all_done(i, active):
             self.client.halt(i)  # wakes the others at once
             return WatchEnd(WatchEndKind.SUCCESS)
         if judge is not None:
@@ -291,19 +293,18 @@ class Member:
 
     def stop(
         self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd, termination_signal: int
-    ) -> None:
+    ) -> list[Survivor]:
         """Stop this node's workers the way the watch ended: a forwarded signal with its
         long grace (workers checkpoint then); a failure (after keeping the stacks of a
-        hang) with the rank termination signal and a short grace. A spare has none."""
+        hang) with the rank termination signal and a short grace. A spare has none.
+        Returns the processes that outlived SIGKILL (normally none)."""
         launch = self.cfg.settings.launch
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             name = signal_name(end.signum)
             self.ev.event(f"received {name}: forwarding to workers")
             self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
-            if workers is not None:
-                workers.stop(end.signum, launch.term_timeout)
-            return
+            return workers.stop(end.signum, launch.term_timeout) if workers is not None else []
         if end.failure is not None:
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
             if end.failure.traceback:
@@ -318,4 +319,6 @@ class Member:
             workers.keep_stacks(f"hang, detector {end.failure.detector}")
         # The job's collective is broken: the other ranks can do no useful work, so they
         # get a short grace, unless inside a section (a checkpoint being written).
-        workers.stop(termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace)
+        return workers.stop(
+            termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
+        )

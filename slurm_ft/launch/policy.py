@@ -169,7 +169,9 @@ class Ending:
     """How this launcher's attempt ends: its exit code and what the outcome record says.
 
     ``nodes`` None means "the nodes this launcher knows of"; ``internal_error`` is set
-    when the launcher itself failed, for the one line the front end prints.
+    when the launcher itself failed, for the one line the front end prints. ``lost_nodes``
+    went silent (what is left of them on their node must be ended with the job step);
+    ``suspect_nodes`` hosted the first failure too many cycles in a row (spare nodes).
     """
 
     exit_code: int
@@ -220,6 +222,12 @@ def store_lost(detail: str, *, unhealthy: bool) -> Ending:
     """A peer lost node 0. An unhealthy node keeps its 94 so the template excludes it."""
     code = ExitCode.UNHEALTHY if unhealthy else ExitCode.WORKERS_FAILED
     return Ending(int(code), f"lost node 0: {detail}")
+
+
+def ports_in_use(detail: str) -> Ending:
+    """Node 0 could not open its store: every port of the job's sequence is taken (other
+    jobs' stores on this host). Transient, so the retryable 1, never bad input's 2."""
+    return Ending(int(ExitCode.WORKERS_FAILED), f"no rendezvous port: {detail}")
 
 
 def background_failed(detail: str) -> Ending:

@@ -3,23 +3,32 @@
 Node 0 hosts the store; every launcher (node 0 included) reads and writes these keys
 through its own connections (:mod:`slurm_ft.launch.client`). Keys are
 ``slurm_ft/<run id>/...`` where the run id names the job and the Slurm attempt, and
-per-cycle keys carry the cycle's index within the attempt. Counters a loop polls are
+per-cycle keys carry the cycle's index within the attempt. With a job secret they are
+``slurm_ft/<namespace>/<run id>/...`` (the namespace derived from the secret) and the
+values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.sealing`). Counters a loop polls are
 created by node 0 (value ``0``) before any peer can touch them, so one ``multi_get`` reads
 a whole set of them without ever blocking on a missing key:
 
-* ``base``                  node 0 -> all: first global cycle number, run uuid
-* ``hb/<node>``             peer heart-beat counter (node 0 watches it change)
+* ``base``                  node 0 -> all: first global cycle number, run uuid (sealed)
+* ``hb/<node>``             peer heart-beat, a number it sets ever higher (sealed; node 0
+                            watches it change)
 * ``act/<node>``            "<cycle index>:<seconds>" once a node's workers have been quiet
                             for the silence timeout, "<cycle index>:0" when they speak again
-* ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail)
-* ``c<i>/joined``           how many launchers joined cycle i
-* ``c<i>/unhealthy``        how many of them are unhealthy
-* ``c<i>/decision``         node 0's one decision: run (with MASTER_PORT) or stop
-* ``c<i>/failure``          the first failure (``compare_set`` from "": first writer wins)
+                            (sealed)
+* ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail;
+                            sealed)
+* ``c<i>/joined``           how many launchers joined cycle i (a hint: node 0 then reads
+                            the sealed join records)
+* ``c<i>/unhealthy``        how many of them are unhealthy (a hint, as ``joined``)
+* ``c<i>/decision``         node 0's one decision: run (with MASTER_PORT) or stop (sealed)
+* ``c<i>/failure``          the first failure (``compare_set`` from "": first writer wins;
+                            sealed, and a forgery there is replaced by the real failure)
 * ``c<i>/halt``             set when cycle i is over (failure or success); a blocking
-                            ``wait`` on it wakes every launcher at once
-* ``c<i>/done``             launchers whose workers all exited 0
-* ``c<i>/result``           node 0's summary of the cycle (outcome, end time)
+                            ``wait`` on it wakes every launcher at once (only a wake-up:
+                            what the woken launcher acts on is sealed)
+* ``c<i>/done``             launchers whose workers all exited 0 (a hint)
+* ``c<i>/done/<node>``      that launcher's workers all exited 0 (sealed)
+* ``c<i>/result``           node 0's summary of the cycle (outcome, end time; sealed)
 * ``acks``                  launchers that read the final answer (node 0 then shuts down)
 
 Messages travel as JSON of their dataclass fields; unknown fields are ignored on reading
@@ -42,9 +51,11 @@ KEY_ROOT = "slurm_ft"
 @dataclass(frozen=True)
 class Keys:
     run_id: str
+    namespace: str = ""  # secret-derived (sealing.Sealer.namespace); "" without a secret
 
     def _k(self, *parts: object) -> str:
-        return "/".join([KEY_ROOT, self.run_id, *map(str, parts)])
+        root = [KEY_ROOT, self.namespace] if self.namespace else [KEY_ROOT]
+        return "/".join([*root, self.run_id, *map(str, parts)])
 
     @property
     def base(self) -> str:
@@ -80,6 +91,9 @@ class Keys:
 
     def done(self, i: int) -> str:
         return self._k(f"c{i}", "done")
+
+    def done_by(self, i: int, node: int) -> str:
+        return self._k(f"c{i}", "done", node)
 
     def result(self, i: int) -> str:
         return self._k(f"c{i}", "result")
@@ -127,12 +141,12 @@ class Decision:
     start_time: float = 0.0
     nodes: tuple[str, ...] = ()
     unhealthy_nodes: tuple[str, ...] = ()
+    lost_nodes: tuple[str, ...] = ()  # launchers that went silent (frozen, or their node died)
     first_failure: JsonDict | None = None
     active: tuple[int, ...] = ()
     spares: tuple[int, ...] = ()  # usable spares (bad launchers are in neither list)
     master_addr: str = ""
     replacements: tuple[str, ...] = ()  # "node rank 1: node1 -> node3 (lost)", for the records
-    lost_nodes: tuple[str, ...] = ()
     suspect_nodes: tuple[str, ...] = ()
 
     @property

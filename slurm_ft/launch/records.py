@@ -160,7 +160,7 @@ class OutcomeRecord:
     run_uuid: str
     unhealthy_nodes: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
-    lost_nodes: list[str] = field(default_factory=list)  # lost or never joined (spares)
+    lost_nodes: list[str] = field(default_factory=list)  # silent or never joined: exclude them too
     suspect_nodes: list[str] = field(default_factory=list)  # hosted repeated first failures (spares)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION

@@ -59,6 +59,11 @@ def store_lost(detail: str, *, unhealthy: bool) -> Exit:
     return Exit(ending, f"lost the rendezvous store ({detail}); exiting {ending.exit_code}")
 
 
+def ports_in_use(detail: str) -> Exit:
+    ending = policy.ports_in_use(detail)
+    return Exit(ending, f"{detail}; exiting {ending.exit_code}")
+
+
 def blind(detail: str) -> Exit:
     ending = policy.background_failed(detail)
     return Exit(ending, f"{detail}; exiting {ending.exit_code}", linger=DEPARTURE_LINGER_S, departing=True)

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from slurm_ft.launch import survivors
+from slurm_ft.launch.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
 PR_SET_PDEATHSIG = 1
@@ -223,6 +225,7 @@ class WorkerGroup:
     """This node's workers of one cycle."""
 
     workers: list[Worker] = field(default_factory=list)
+    stuck: bool = False  # a stop gave up on processes that outlived SIGKILL: never wait again
 
     @property
     def pids(self) -> list[int]:
@@ -276,9 +279,10 @@ class WorkerGroup:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(w.pid, signum)
 
-    def stop(self, signum: int, timeout: float, extra_fds: Iterable[int] = ()) -> list[WorkerExit]:
-        """``signum`` to each group, SIGKILL after ``timeout``; nothing of the groups survives."""
-        new: list[WorkerExit] = []
+    def stop(self, signum: int, timeout: float, kill_timeout: float) -> list[Survivor]:
+        """``signum`` to each group, SIGKILL after ``timeout``; then wait at most
+        ``kill_timeout`` for the groups to go. Returns what is still there (a process in
+        uninterruptible sleep ignores even SIGKILL): nothing, normally."""
         if self.running():
             self.signal_groups(signum)
             deadline = time.monotonic() + timeout
@@ -286,16 +290,22 @@ class WorkerGroup:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                new.extend(self.wait(min(left, 1.0)))
+                self.wait(min(left, 1.0))
         self.signal_groups(signal.SIGKILL)
-        while self.running():
-            new.extend(self.wait(1.0))
-        return new
+        deadline = time.monotonic() + kill_timeout
+        while True:
+            self.reap()
+            left = deadline - time.monotonic()
+            stuck = survivors.in_groups(self.pids)
+            if not stuck or left <= 0:
+                self.stuck = bool(stuck)
+                return stuck
+            self.wait(min(left, 0.1))
 
     def kill_now(self) -> None:
         """Last-resort cleanup on the way out of an exception: SIGKILL and reap."""
         self.signal_groups(signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + (0.0 if self.stuck else 5.0)
         while self.running() and time.monotonic() < deadline:
             self.wait(0.5)
 
@@ -391,14 +401,25 @@ def orphaned_children(self_pid: int) -> list[int]:
     return out
 
 
-def kill_orphans(self_pid: int) -> list[int]:
-    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren)."""
+def kill_orphans(self_pid: int, timeout: float = 5.0) -> list[int]:
+    """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
+    Reaping waits at most ``timeout``: a child in uninterruptible sleep may never go."""
     killed = []
     for pid in orphaned_children(self_pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
-    for pid in killed:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
+    deadline = time.monotonic() + timeout
+    left = set(killed)
+    while left:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except (ChildProcessError, OSError):
+                done = pid
+            if done:
+                left.discard(pid)
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     return killed

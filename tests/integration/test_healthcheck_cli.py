@@ -217,6 +217,24 @@ def test_a_blocking_path_fails_at_the_deadline_and_the_command_returns_in_time(e
     # The `marker` fixture then asserts the killed probe is gone (no orphan left running).
 
 
+def test_a_mount_that_stops_answering_fails_at_the_deadline(env, files, hungfs):
+    """A real dead mount (FUSE that never answers): the probe stuck in the kernel cannot
+    even be killed, and the command still returns in time."""
+    d, _ = files
+    deadline = 2.0
+    args = ["--checks", "storage", "--no-discover-mounts", "--deadline", str(deadline)]
+    r = healthcli.run([*args, "--paths", f"{hungfs}/hang,{d}"], env)
+    assert r.wall_s <= deadline + 0.5, f"took {r.wall_s:.3f} s"
+    assert r.returncode == ExitCode.UNHEALTHY
+    assert r.lines == [
+        f"FAIL storage:{hungfs}/hang: timed out after 2 s",
+        f"PASS storage:{d}: directory listable",
+        "node testnode: unhealthy, 1 failed",
+    ]
+    # hungfs's teardown (first: it was set up last) releases the stuck probe, then the
+    # `marker` fixture asserts nothing of the command is left.
+
+
 def test_drain_and_resume_through_scontrol_without_path(env, tmp_path):
     """scontrol is the Slurm boundary here; the real cluster test is tests/slurm/."""
     log = tmp_path / "scontrol.log"

@@ -91,33 +91,6 @@ def test_unknown_option_and_no_script(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_rendezvous_port_in_use(tmp_path):
-    with socket.socket() as held:
-        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        held.bind(("0.0.0.0", 0))
-        held.listen()
-        port = held.getsockname()[1]
-        p = run_launcher(
-            tmp_path,
-            [
-                "--state-dir",
-                str(tmp_path / "s"),
-                "--rdzv-port",
-                str(port),
-                "--health-checks",
-                "none",
-                str(ECHO),
-            ],
-        )
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.splitlines()
-    assert len(lines) == 1, p.stderr
-    assert lines[0].startswith(f"slurm-ft-launch: error: cannot listen on rendezvous port {port} (")
-    assert lines[0].endswith("choose another with --rdzv-port or SLURM_FT_LAUNCH_RDZV_PORT")
-    assert list((tmp_path / "s").iterdir()) == []
-
-
-@pytest.mark.timeout(60)
 def test_dry_run_prints_commands_and_environment_without_torch_or_ports(tmp_path):
     port = free_port()
     with socket.socket() as held:  # a dry run must not try to bind it
@@ -176,3 +149,21 @@ def test_dry_run_prints_commands_and_environment_without_torch_or_ports(tmp_path
         assert line in out.splitlines(), line
     assert not (tmp_path / "s").exists()
     assert not procs.pids_with_marker(marker)
+
+
+@pytest.mark.timeout(60)
+def test_dry_run_shows_the_state_dirs_next_cycle(tmp_path):
+    """A requeued job's workers get the cycle the counter names, not 0: so must the dry run."""
+    state = tmp_path / "s"
+    state.mkdir()
+    (state / "next_cycle").write_text("7\n")
+    p = run_launcher(
+        tmp_path,
+        ["--dry-run", "--nproc-per-node", "1", "--state-dir", str(state), str(ECHO)],
+        node=1,
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "  SLURM_FT_CYCLE=7" in lines
+    assert f"  SLURM_FT_CYCLE_INFO={state / 'cycles' / 'cycle7.json'}" in lines
+    assert f"  TORCHELASTIC_ERROR_FILE={state / 'errors' / 'cycle7' / 'rank1.json'}" in lines

@@ -69,7 +69,7 @@ def test_each_worker_and_its_threads_start_on_their_cpus(helper):
             assert "prefer:0" in maps[0]
             assert "prefer:" not in maps[1] and "prefer:" not in maps[2]
     finally:
-        group.stop(signal.SIGKILL, 5)
+        group.stop(signal.SIGKILL, 5, 5)
 
 
 def test_a_failed_spawn_leaves_the_launcher_on_its_own_cpus():

@@ -26,6 +26,7 @@ from slurm_ft.launch.stores import LocalStore
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
+from tests.support.hungfs import wchan
 from tests.support.waiting import wait_until
 
 SIGNALS = (int(signal.SIGTERM), int(signal.SIGINT))
@@ -88,6 +89,7 @@ class Cycle:
         self.script = script
         self.settings = {"launch.heartbeat_interval": 0.02, "launch.monitor_interval": 0.05, **settings}
         self.nodes: list[Node] = []
+        self.step_killer: tuple[str, ...] = ()
 
     def config(self, node: int) -> AgentConfig:
         env = job_env(node, self.num_nodes)
@@ -100,13 +102,14 @@ class Cycle:
             entry=Entry("command", "/bin/sh", ("-c", self.script)),
             topo=Topology(node, self.num_nodes - settings.launch.spare_nodes, 1, job.master_addr),
             state=self.state,
-            rdzv_port=0,
+            rdzv_ports=(),
             base_env={"PATH": "/usr/bin:/bin", "MARK": str(self.tmp), "NODE": job.node_name},
             python="python3",
             cwd=str(self.tmp),
             health_checks="health.checks" in self.settings,
             run_id=agent_mod.run_id_for(job),
             signals=SIGNALS,
+            step_killer=self.step_killer,
         )
 
     def start(self, only: list[int] | None = None) -> Cycle:
@@ -218,8 +221,11 @@ def test_signal_between_cycles_ends_at_once(tmp_path):
     assert (c.outcome()["exit_code"], c.outcome()["reason"]) == (130, "received SIGINT")
 
 
-def test_lost_launcher_is_judged_on_node0s_clock(tmp_path):
-    c = Cycle(tmp_path, 2, SLEEP, **{"launch.heartbeat_timeout": 30.0}).start()
+def test_lost_launcher_is_judged_on_node0s_clock_and_node0_ends_the_step(tmp_path):
+    c = Cycle(tmp_path, 2, SLEEP, **{"launch.heartbeat_timeout": 30.0})
+    killed = tmp_path / "step-killed"
+    c.step_killer = ("/bin/sh", "-c", f"echo scancel >> {killed}")
+    c.start()
     wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
     heartbeat = c.node(1).agent.threads.heartbeat
     assert heartbeat is not None
@@ -233,6 +239,9 @@ def test_lost_launcher_is_judged_on_node0s_clock(tmp_path):
     assert c.finish() == [1, 1]
     assert "cycle 0 failed: node1 (node 1): launcher silent for" in c.node(0).events()
     assert c.outcome()["reason"] == "lost launcher on node1"
+    assert c.outcome()["lost_nodes"] == ["node1"]
+    assert killed.read_text() == "scancel\n"  # once, by node 0, after the outcome was written
+    assert "ending the job step: lost launcher on node1" in c.node(0).events()
 
 
 def test_lost_store_ends_a_peer_with_1(tmp_path):
@@ -323,6 +332,51 @@ def test_a_nic_going_down_ends_the_cycle_and_the_next_health_check_excludes_the_
     assert "NIC mlx5_0/1 went down" in events and "cycle 0 failed: node0 (node 0): NIC mlx5_0/1" in events
     out = c.outcome()
     assert out["first_failure"]["kind"] == "nic" and out["unhealthy_nodes"] == ["node0"]
+
+
+def _second_port_down_from_the_start(tmp_path: Path) -> dict[str, object]:
+    """An unused second IB port, down since boot: the launcher's snapshot sees it too."""
+    from tests.support.fake_sysfs import ib_port
+
+    sysfs = tmp_path / "sys"
+    ib_port(sysfs, "mlx5_0", 1)
+    ib_port(sysfs, "mlx5_0", 2, state="DOWN", phys="Polling")
+    return {"health.sysfs_root": str(sysfs), "health.nics": ["mlx5_0"], "health.checks": ["nic"]}
+
+
+def test_a_port_down_from_the_start_does_not_fail_the_node(tmp_path):
+    c = Cycle(tmp_path, 2, EXIT0, **_second_port_down_from_the_start(tmp_path)).start()
+    assert c.finish() == [0, 0], c.node(0).events()
+
+
+def test_nic_mode_absolute_fails_a_port_down_from_the_start(tmp_path):
+    nic = _second_port_down_from_the_start(tmp_path)
+    c = Cycle(tmp_path, 1, EXIT0, **nic, **{"launch.nic_mode": "absolute"}).start()
+    assert c.finish() == [94]
+    assert c.outcome()["reason"].startswith("unhealthy: node0: nic:mlx5_0/2")
+
+
+def test_a_worker_that_survives_sigkill_is_reported_and_its_node_excluded_with_94(tmp_path, hungfs):
+    """Node 0's worker stat()s a file on a mount that stops answering (state D once
+    killed); node 1's worker fails. The stop gives up after the kill timeout, names the
+    survivor, and the next join stops the job with 94 listing node 0."""
+    script = f'if [ "$GROUP_RANK" = 0 ]; then exec stat {hungfs}/hang; fi\n'
+    script += 'while [ ! -e "$MARK/go" ]; do sleep 0.02; done; exit 5'
+    stop = {"launch.workers_stop_timeout": 0.2, "launch.kill_timeout": 0.5}
+    c = Cycle(tmp_path, 2, script, **stop).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="workers running")
+    (pid,) = c.node(0).agent.workers.pids
+    wait_until(lambda: wchan(pid) == "request_wait_answer", 10, message="worker stuck on the mount")
+    (tmp_path / "go").touch()
+    assert c.finish() == [94, 94]
+    out = c.outcome()
+    assert out["unhealthy_nodes"] == ["node0"]
+    assert out["reason"].startswith("unhealthy: node0: stuck: 1 worker process(es) survived SIGKILL: ")
+    line = f"worker process survived SIGKILL for 0.5s: pid {pid} state D wchan request_wait_answer: stat "
+    assert line in c.node(0).events()
+    record = json.loads((tmp_path / "state" / "unhealthy" / "node0.json").read_text())
+    (stuck,) = record["report"]["stuck"]
+    assert (stuck["pid"], stuck["state"], stuck["command"]) == (pid, "D", f"stat {hungfs}/hang")
 
 
 def test_prometheus_file_follows_the_cycle_and_outcomes_are_kept_per_attempt(tmp_path):

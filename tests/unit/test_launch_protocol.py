@@ -75,8 +75,9 @@ def test_first_failure_wins(host):
     assert a.publish_failure(0, f1) == f1
     assert b.publish_failure(0, f2) == f1
     assert host.poll(0).failure == f1
-    host.mark_done(0)
+    host.mark_done(0, 0)
     assert host.poll(0).done == 1
+    assert not host.all_done(0, (0, 1, 2))
 
 
 def test_interrupted_wait():
@@ -207,3 +208,59 @@ def test_store_errors_are_told_apart_by_type():
         real.get("missing-key-times-out")
     assert stores.is_timeout(timeout.value)
     assert not stores.is_timeout(RuntimeError("Connection reset by peer"))
+
+
+def _outsider(port: int):
+    """A raw TCPStore client, as another user's script on the same network would hold."""
+    import datetime
+
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5), use_libuv=True)
+
+
+def test_forged_values_from_a_raw_store_client_are_ignored_and_reported_once():
+    from slurm_ft.launch.sealing import Sealer
+
+    secret = b"this job's secret, 32 bytes long"
+    reports: list[str] = []
+    sealer = Sealer(secret, reports.append)
+    keys = proto.Keys("sealed-a0", sealer.namespace)
+    h = Client.host(0, keys, 5.0, sealer)
+    h.prepare(2, proto.Base(0, "u"))
+    p = Client.connect(
+        "127.0.0.1",
+        h.port,
+        keys,
+        deadline=time.monotonic() + 10,
+        op_timeout=5.0,
+        abort=never,
+        sleep=time.sleep,
+        sealer=sealer,
+    )
+    out = _outsider(h.port)
+    forged = Failure(kind=FailureKind.WORKER, node="nodeX", node_rank=1, time=1.0, rank=1, exit_code=9)
+    out.set(keys.failure(0), proto.encode_failure(forged))
+    wrong = Sealer(b"a guessed secret, 32 bytes long!")
+    out.set(
+        keys.decision(0), wrong.seal(keys.decision(0), proto.encode(proto.Decision(proto.Action.STOP, 0)))
+    )
+    out.set(keys.heartbeat(1), "12345")
+    for _ in range(3):
+        assert p.poll(0).failure is None
+    assert p.wait_decision(0, deadline=time.monotonic() + 0.5, abort=never) is None
+    assert h.beats([1]) == [None]
+    # the real failure replaces the forgery: first real writer wins
+    real = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=2.0, rank=1, exit_code=3)
+    assert p.publish_failure(0, real) == real
+    assert h.poll(0).failure == real
+    d = proto.Decision(proto.Action.RUN, 0, master_port=1234)
+    h.publish_decision(0, d)
+    assert p.wait_decision(0, deadline=time.monotonic() + 5, abort=never) == d
+    ignored = "that is not sealed with this job's secret (written by someone else)"
+    assert sorted(reports) == sorted(
+        f"ignored a value of store key {k} {ignored}"
+        for k in (keys.failure(0), keys.decision(0), keys.heartbeat(1))
+    )
+    # what an outsider without the secret would guess is not where the job looks
+    assert keys.failure(0).startswith(f"slurm_ft/{sealer.namespace}/sealed-a0/")

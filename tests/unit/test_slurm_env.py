@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.hostlist import expand
-from slurm_ft.slurm import SlurmEnvError, SlurmJob, parse_tasks_per_node, rdzv_port
+from slurm_ft.slurm import SlurmEnvError, SlurmJob, parse_tasks_per_node, rdzv_port, rdzv_ports
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -615,3 +615,20 @@ def test_array_dumps_key_on_the_array(dumps: dict[str, SlurmJob]) -> None:
         if m:
             assert job.array_task_id == int(m.group(1))
         assert job.job_key == f"{job.array_job_id}_{job.array_task_id}"
+
+
+def test_rdzv_ports_start_with_the_derived_port_and_stay_in_range() -> None:
+    job = SlurmJob.from_env(batch_env())
+    ports = rdzv_ports(job, PORTS)
+    assert ports == (20041, 22541, 25041, 27541)
+    assert rdzv_ports(job, PORTS, 29999) == (29999, 22499, 24999, 27499)
+    assert rdzv_ports(job, (30000, 30001)) == (30001, 30000)
+
+
+def test_rdzv_ports_of_clashing_jobs_agree_and_neighbours_never_share_a_port() -> None:
+    def ports(job_id: int) -> tuple[int, ...]:
+        return rdzv_ports(SlurmJob.from_env(batch_env(SLURM_JOB_ID=str(job_id))), PORTS)
+
+    assert ports(41) == ports(10041)  # the same first port: the same sequence, found by verifying
+    for neighbour in (40, 42, 43, 1041):
+        assert not set(ports(41)) & set(ports(neighbour))

@@ -1,0 +1,72 @@
+"""Authentication of the store's values with the job secret (HMAC-SHA256).
+
+Node 0's store listens on every interface without a password; anyone who can reach the
+port could write a halt or a failure, or a decision. With a secret, every value that
+decides the job's course is sealed: ``<tag><hmac of key and value>:<value>``; the key is
+part of the MAC, so a sealed value cannot be replayed under another key. A value whose
+seal does not verify is treated as absent and reported once per key. Key names also
+carry a namespace derived from the secret, so an outsider cannot even find them.
+
+Counters that are only increments (``joined``, ``done``, ``acks``) cannot carry a seal;
+they only say when to look, and what is looked at then is sealed (see ``client``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+from collections.abc import Callable
+
+TAG = "sft1:"
+_MAC_HEX = 64
+
+
+class Sealer:
+    def __init__(self, key: bytes | None, on_forged: Callable[[str], None] | None = None) -> None:
+        self._key = key
+        self._on_forged = on_forged or (lambda _message: None)
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._key is not None
+
+    @property
+    def namespace(self) -> str:
+        """A secret-derived key prefix ('' without a secret)."""
+        if self._key is None:
+            return ""
+        return hmac.new(self._key, b"slurm-ft key namespace", hashlib.sha256).hexdigest()[:16]
+
+    def _mac(self, key: str, value: bytes) -> str:
+        assert self._key is not None
+        return hmac.new(self._key, key.encode() + b"\0" + value, hashlib.sha256).hexdigest()
+
+    def seal(self, key: str, value: str) -> str:
+        if self._key is None:
+            return value
+        return f"{TAG}{self._mac(key, value.encode())}:{value}"
+
+    def open(self, key: str, raw: bytes) -> bytes | None:
+        """The value under a valid seal; None (reported once per key) when it has none."""
+        if self._key is None:
+            return raw
+        head = len(TAG) + _MAC_HEX
+        if raw[: len(TAG)] == TAG.encode() and raw[head : head + 1] == b":":
+            value = raw[head + 1 :]
+            if hmac.compare_digest(raw[len(TAG) : head], self._mac(key, value).encode()):
+                return value
+        self._forged(key)
+        return None
+
+    def _forged(self, key: str) -> None:
+        with self._lock:
+            if key in self._reported:
+                return
+            self._reported.add(key)
+        self._on_forged(
+            f"ignored a value of store key {key} that is not sealed with this job's secret "
+            "(written by someone else)"
+        )
