@@ -140,7 +140,7 @@ class Agent:
             self._enter(Phase.HEALTH)
             self.unhealthy = self.stuck or member.check_health(i)
             self._enter(Phase.JOIN)
-            member.join(i, self.unhealthy)
+            member.join(i, self.unhealthy, stuck=self.stuck)
             self._enter(Phase.DECIDE)
             decision = self._decide(i, cycle)
             if not decision.run:
