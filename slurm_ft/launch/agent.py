@@ -34,7 +34,7 @@ from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch import workers as wk
 from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
-from slurm_ft.launch.client import Client
+from slurm_ft.launch.client import Client, find_run
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.cycleworkers import CycleWorkers
@@ -43,7 +43,7 @@ from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.protocol import CycleResult, Decision, Keys
+from slurm_ft.launch.protocol import Base, CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
 from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.signals import SignalBox, parse_signals
@@ -148,13 +148,11 @@ class Agent:
             judge = self.coordinator.judge if self.coordinator else None
             active = decision.active or tuple(range(self.cfg.num_nodes))
             topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
+            workers: CycleWorkers | None = None
             if topo is None:
                 self._enter(Phase.STANDBY)
                 self.ev.event(f"cycle {cycle}: standing by as a spare")
                 end = member.stand_by(i, judge, active)
-                self._enter(Phase.STOP)
-                self._cycle_ending()
-                self._stop(i, cycle, decision, None, end)
             else:
                 if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                     return Exit(policy.unhealthy_self(self.unhealthy))
@@ -163,13 +161,8 @@ class Agent:
                 self._enter(Phase.WATCH)
                 self.export_metrics()
                 end = member.watch(i, workers, judge, active, self.export_metrics)
-                self._enter(Phase.STOP)
-                self._cycle_ending()
-                self._stop(i, cycle, decision, workers, end)
-                self.log_lost = (
-                    self.log_lost[0] + workers.log_lost[0],
-                    self.log_lost[1] + workers.log_lost[1],
-                )
+            self._enter(Phase.STOP)
+            self._stop(i, cycle, decision, workers, end)
             self.export_metrics()
             if end.kind is not WatchEndKind.FAILURE:
                 return self._after(i, cycle, end)
@@ -181,30 +174,13 @@ class Agent:
         sealer = Sealer(cfg.auth.key, self.ev.event)
         keys = Keys(cfg.run_id, sealer.namespace)
         given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
-        self._announce_auth()
+        announce_auth(self.cfg, self.ev)
         if cfg.is_node0:
             self.client = given or open_store(cfg, keys, sealer, self.ev)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
-            deadline = time.monotonic() + self.launch.join_timeout
-            if given is not None:
-                self.client = given
-                found = self.client.wait_base(deadline=deadline, abort=self._received)
-                if found is None:
-                    raise StoreLost("node 0 did not publish the run within the join timeout")
-                base = found
-            else:
-                self.client, base = Client.find(
-                    cfg.topo.master_addr,
-                    cfg.rdzv_ports,
-                    keys,
-                    sealer,
-                    deadline=deadline,
-                    op_timeout=self.launch.heartbeat_timeout,
-                    abort=self._received,
-                    sleep=self.sig.sleep,
-                )
+            self.client, base = reach_node0(cfg, keys, sealer, given, self._received, self.sig.sleep)
             self.client.beat(cfg.job.node_rank)
             self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{self.client.port}")
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
@@ -226,19 +202,6 @@ class Agent:
         )
         return self.member
 
-    def _announce_auth(self) -> None:
-        """Once at every start of a multi-node launcher: whether the store is authenticated."""
-        if self.cfg.num_nodes < 2:
-            return
-        auth = self.cfg.auth
-        if auth.key is not None:
-            self.ev.event(f"rendezvous store authenticated: {auth.source}")
-        else:
-            self.ev.event(
-                f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
-                f"reach its port can stop or restart this job; set {SECRET_ENV} (README: security)"
-            )
-
     def _decide(self, i: int, cycle: int) -> Decision:
         abort = self.threads.abort_check(self._received)
         if self.coordinator is not None:
@@ -256,10 +219,6 @@ class Agent:
             client, previous = self.client, cycle - 1
             self.books.defer(lambda: self.books.peer_close(previous, lambda: client.result(i - 1)))
         return decision
-
-    def _cycle_ending(self) -> None:
-        if self.coordinator is not None:
-            self.coordinator.cycle_ending()
 
     def _start(self, i: int, cycle: int, decision: Decision, topo: wk.Topology) -> CycleWorkers:
         if not self.cfg.is_node0:
@@ -281,9 +240,16 @@ class Agent:
         """Stop the node's workers (a spare has none) the way the ending asks, then close
         the cycle's books."""
         assert self.member is not None
+        if self.coordinator is not None:
+            self.coordinator.cycle_ending()  # the progress guard looks while workers stop
         stuck = self.member.stop(i, cycle, workers, end, self._termination_signal)
+        if workers is not None:
+            lines, size = workers.log_lost
+            self.log_lost = (self.log_lost[0] + lines, self.log_lost[1] + size)
         if stuck:
-            self._mark_stuck(cycle, stuck)
+            self.stuck = self.unhealthy = stuck_detail(stuck)
+            with contextlib.suppress(OSError):
+                self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
         if end.failure is not None:
             self.run = dataclasses.replace(self.run, last_failure=end.failure)
             self.last_failure_seen = end.failure
@@ -293,14 +259,6 @@ class Agent:
         result = CycleResult(CYCLE_OUTCOME[end.kind], self.clock(), failure)
         if self.coordinator is not None:
             self.coordinator.close_cycle(self.run, i, cycle, decision, result)
-
-    def _mark_stuck(self, cycle: int, stuck: list[Survivor]) -> None:
-        """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
-        from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
-        what = "; ".join(s.describe() for s in stuck)
-        self.stuck = self.unhealthy = f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
-        with contextlib.suppress(OSError):
-            self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
 
     # ------------------------------------------------------------------ endings
 
@@ -369,23 +327,11 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run, self.published)
             if way_out.ending.lost_nodes:
-                self._end_step(way_out.ending.lost_nodes)
+                end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack()
         return way_out.ending
-
-    def _end_step(self, lost: tuple[str, ...]) -> None:
-        """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
-        until the time limit. Once the outcome is written and the live peers have read the
-        answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
-        goes on to its decision. (A peer whose node 0 froze does the same on its way out.)"""
-        argv = self.cfg.step_killer
-        if not argv:
-            return
-        self.ev.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
 
     def export_metrics(self) -> None:
         """The Prometheus file, when asked for (the writer writes only on change, at most
@@ -401,7 +347,7 @@ class Agent:
         if self.workers is not None:
             self.workers.group.signal_groups(signal.SIGKILL)
         wk.kill_orphans(os.getpid())
-        self._end_step(("node 0",))  # a frozen node 0 would hold the step as a frozen peer does
+        end_step(self.cfg, self.ev, ("node 0",))  # a frozen node 0 holds the step as a frozen peer does
         os._exit(int(ExitCode.WORKERS_FAILED))
 
     def cleanup(self) -> None:
@@ -415,6 +361,68 @@ class Agent:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def reach_node0(
+    cfg: AgentConfig,
+    keys: Keys,
+    sealer: Sealer,
+    given: Client | None,
+    abort: Callable[[], bool],
+    sleep: Callable[[float], None],
+) -> tuple[Client, Base]:
+    """A peer: node 0's store (found among the job's ports) and the run it published."""
+    launch = cfg.settings.launch
+    deadline = time.monotonic() + launch.join_timeout
+    if given is None:
+        return find_run(
+            cfg.topo.master_addr,
+            cfg.rdzv_ports,
+            keys,
+            sealer,
+            deadline=deadline,
+            op_timeout=launch.heartbeat_timeout,
+            abort=abort,
+            sleep=sleep,
+        )
+    base = given.wait_base(deadline=deadline, abort=abort)
+    if base is None:
+        raise StoreLost("node 0 did not publish the run within the join timeout")
+    return given, base
+
+
+def stuck_detail(stuck: list[Survivor]) -> str:
+    """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
+    from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
+    what = "; ".join(s.describe() for s in stuck)
+    return f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
+
+
+def announce_auth(cfg: AgentConfig, events: EventLog) -> None:
+    """Once at every start of a multi-node launcher: whether the store is authenticated."""
+    if cfg.num_nodes < 2:
+        return
+    auth = cfg.auth
+    if auth.key is not None:
+        events.event(f"rendezvous store authenticated: {auth.source}")
+    else:
+        events.event(
+            f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
+            f"reach its port can stop or restart this job; set {SECRET_ENV} (README: security)"
+        )
+
+
+def end_step(cfg: AgentConfig, events: EventLog, lost: tuple[str, ...]) -> None:
+    """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
+    until the time limit. Once the outcome is written and the live peers have read the
+    answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
+    goes on to its decision. (A peer whose node 0 froze does the same on its way out.)"""
+    argv = cfg.step_killer
+    if not argv:
+        return
+    events.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
 
 
 def private_run_dir() -> Path:

@@ -99,55 +99,6 @@ class Client:
         """The same connection, speaking with other keys and seals."""
         return Client(self._store, keys, self._address, sealer)
 
-    @classmethod
-    def find(
-        cls,
-        address: str,
-        ports: Sequence[int],
-        keys: Keys,
-        sealer: Sealer,
-        *,
-        deadline: float,
-        op_timeout: float,
-        abort: Abort,
-        sleep: Sleep,
-    ) -> tuple[Client, Base]:
-        """A peer: node 0's store and the run it published. Node 0 listens on the first
-        port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
-        until one holds this run's ``base``: a store without it (not up yet, or another
-        job's on a clashing port) is left for the next. StoreLost at ``deadline``."""
-        while True:
-            if abort():
-                raise Interrupted()
-            listening = [p for p in ports if _listening(address, p)]  # not yet: no slice spent
-            if not listening:
-                sleep(min(PROBE_PAUSE_S, max(0.0, deadline - time.monotonic())))
-            for port in listening:
-                until = min(deadline, time.monotonic() + PORT_SLICE_S)
-                try:
-                    client = cls.connect(
-                        address,
-                        port,
-                        keys,
-                        deadline=until,
-                        op_timeout=op_timeout,
-                        abort=abort,
-                        sleep=sleep,
-                        sealer=sealer,
-                    )
-                except StoreLost:
-                    continue
-                until = min(deadline, time.monotonic() + PORT_SLICE_S)
-                with contextlib.suppress(StoreLost):
-                    base = client.wait_base(deadline=until, abort=abort)
-                    if base is not None:
-                        return client, base
-            if time.monotonic() >= deadline:
-                raise StoreLost(
-                    f"node 0 did not publish the run at {address} on port(s) "
-                    f"{', '.join(map(str, ports))} within the join timeout"
-                )
-
     @property
     def port(self) -> int:
         return int(getattr(self._store, "port", 0))
@@ -363,4 +314,49 @@ class Client:
         self._set_sealed(self.keys.activity(node), report)
 
 
-__all__ = ["Client", "Interrupted", "StoreLost"]
+def find_run(
+    address: str,
+    ports: Sequence[int],
+    keys: Keys,
+    sealer: Sealer,
+    *,
+    deadline: float,
+    op_timeout: float,
+    abort: Abort,
+    sleep: Sleep,
+) -> tuple[Client, Base]:
+    """A peer: node 0's store and the run it published. Node 0 listens on the first
+    port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
+    until one holds this run's ``base``: a store without it (not up yet, or another
+    job's on a clashing port) is left for the next. StoreLost at ``deadline``."""
+    while True:
+        if abort():
+            raise Interrupted()
+        listening = [p for p in ports if _listening(address, p)]  # not yet: no slice spent
+        if not listening:
+            sleep(min(PROBE_PAUSE_S, max(0.0, deadline - time.monotonic())))
+        for port in listening:
+            until = min(deadline, time.monotonic() + PORT_SLICE_S)
+            try:
+                client = Client.connect(
+                    address,
+                    port,
+                    keys,
+                    deadline=until,
+                    op_timeout=op_timeout,
+                    abort=abort,
+                    sleep=sleep,
+                    sealer=sealer,
+                )
+            except StoreLost:
+                continue
+            until = min(deadline, time.monotonic() + PORT_SLICE_S)
+            with contextlib.suppress(StoreLost):
+                base = client.wait_base(deadline=until, abort=abort)
+                if base is not None:
+                    return client, base
+        if time.monotonic() >= deadline:
+            raise StoreLost(
+                f"node 0 did not publish the run at {address} on port(s) "
+                f"{', '.join(map(str, ports))} within the join timeout"
+            )

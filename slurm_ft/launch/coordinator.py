@@ -14,21 +14,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
-from slurm_ft import progress
 from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
 from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.farewell import Farewell
+from slurm_ft.launch.judge import JobJudge
 from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
-from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.launch.records import CycleOutcome, Failure
 from slurm_ft.launch.sealing import Sealer
 from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
-from slurm_ft.progress import LedgerError, ProgressTracker, sources
+from slurm_ft.progress import LedgerError, ProgressTracker
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,7 @@ class Coordinator:
             if launch.spare_nodes > 0
             else None
         )
-        self._lost_spares: set[int] = set()  # spares whose loss was already logged
-        self.hangs: hang.NodeWatch | None = None
-        self.iterations: hang.IterationWatch | None = None
+        self.jury: JobJudge | None = None  # once the background threads run
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
                 cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event
@@ -195,18 +193,17 @@ class Coordinator:
             first_failure=previous.to_json() if previous else None,
         )
 
-    def _decide_with_spares(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
-        """Retire the bad launchers, place the node ranks, then decide as without spares
-        (every bad node named when a node rank could not be filled)."""
+    def _spare_verdict(
+        self, i: int, roster: Roster, previous: Failure | None, names: tuple[str, ...]
+    ) -> tuple[policy.Verdict, tuple[str, ...]]:
+        """Retire the bad launchers and place the node ranks: the verdict, and the moves."""
         book = self.spares
         assert book is not None
         explained = book.note_roster(roster.joins, roster.lost_ranks)
         if i > 0:
             book.note_failure(previous, explained=explained)
         placement = book.plan(i)
-        names = self.nodes or roster.names
         Why = spares.Why
-        unhealthy_nodes = book.named(names, (Why.UNHEALTHY, Why.STUCK))
         verdict = policy.decide(
             restart=i + book.charged,
             max_restarts=self.cfg.settings.launch.max_restarts,
@@ -221,7 +218,16 @@ class Coordinator:
             suspect=book.named(names, (Why.SUSPECT,)),
             placement=placement,
         )
-        moves = tuple(spares.describe(r, names) for r in placement.replacements)
+        return verdict, tuple(spares.describe(r, names) for r in placement.replacements)
+
+    def _decide_with_spares(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
+        """Retire the bad launchers, place the node ranks, then decide as without spares
+        (every bad node named when a node rank could not be filled)."""
+        book = self.spares
+        assert book is not None
+        names = self.nodes or roster.names
+        verdict, moves = self._spare_verdict(i, roster, previous, names)
+        Why = spares.Why
         now = self.clock()
         if verdict.run and self.tracker is not None:
             reason = self.tracker.before_cycle(cycle)
@@ -254,7 +260,7 @@ class Coordinator:
             exit_code=verdict.exit_code,
             start_time=now,
             nodes=names,
-            unhealthy_nodes=unhealthy_nodes,
+            unhealthy_nodes=book.named(names, (Why.UNHEALTHY, Why.STUCK)),
             first_failure=previous.to_json() if previous else None,
             active=book.active,
             spares=book.spares,
@@ -270,7 +276,7 @@ class Coordinator:
             return run
         Why = spares.Why
         lost = {*self.spares.named(self.nodes, (Why.LOST, Why.MISSING))}
-        lost |= {self._name(self.nodes, k) for k in self._lost_spares}
+        lost |= {self._name(self.nodes, k) for k in (self.jury.lost_spares if self.jury else ())}
         return dataclasses.replace(
             run, lost_nodes=tuple(sorted(lost)), suspect_nodes=self.spares.named(self.nodes, (Why.SUSPECT,))
         )
@@ -278,8 +284,8 @@ class Coordinator:
     def begin_cycle(self, run: RunSummary, i: int, cycle: int, decision: Decision) -> None:
         """The start record must exist before workers read SLURM_FT_CYCLE_INFO; the counter
         can wait until they run (the records alone also give the number)."""
-        if self.iterations is not None:
-            self.iterations.restart()
+        if self.jury is not None:
+            self.jury.new_cycle()
         self.books.open_cycle(run, i, cycle, decision)
         self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1))
         self.client.publish_decision(i, decision)
@@ -287,60 +293,12 @@ class Coordinator:
     # ------------------------------------------------------------------ watch
 
     def watch_job(self, threads: BackgroundSet, hangs: hang.NodeWatch) -> None:
-        """Once the background threads run: what the judge reads (peers' heart-beats and
-        activity reports, this node's own workers), and the iteration watch if asked for."""
+        """Once the background threads run: the judge of the job as a whole."""
         self.threads = threads
-        self.hangs = hangs
-        spec = progress.configured_source(self.cfg.settings.progress)
-        if hangs.limits.iteration and spec is not None:
-            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), hangs.limits.period)
-            self.iterations.start()
+        self.jury = JobJudge(self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock)
 
     def judge(self, i: int) -> Failure | None:
-        """Node 0's verdicts on the job as a whole: a lost peer (the lowest rank first), a
-        silent job, a stalled iteration. A spare that stops is only recorded: the training
-        does not depend on it."""
-        found = self._hang(i)
-        if found is not None:
-            job = self.cfg.job
-            return hang.failure_of(found, job.node_name, job.node_rank, self.clock())
-        lost = self.threads.lost_peers()
-        if self.spares is not None:
-            active = set(self.spares.active)
-            for k in sorted(set(lost) - active - self._lost_spares):
-                self._lost_spares.add(k)
-                self.ev.event(f"spare {self._name(self.nodes, k)} lost (silent for {lost[k]:.1f}s)")
-            lost = {k: v for k, v in lost.items() if k in active}
-        if not lost:
-            return None
-        node = min(lost)
-        return Failure(
-            kind=FailureKind.LOST_NODE,
-            node=self._name(self.nodes, node),
-            node_rank=node,
-            time=self.clock(),
-            detail=f"launcher silent for {lost[node]:.1f}s (heartbeat lost)",
-        )
-
-    def _hang(self, i: int) -> hang.Hang | None:
-        limits = self.hangs.limits if self.hangs is not None else None
-        if limits is None:
-            return None
-        # With spares only the active launchers run workers; node 0 may be a spare itself.
-        active = self.spares.active if self.spares is not None else range(self.cfg.num_nodes)
-        node0_runs = 0 in active
-        own = self.hangs.quiet() if self.hangs is not None and limits.silence and node0_runs else 0.0
-        if limits.silence and (own >= limits.silence or not node0_runs):  # else the job is not silent
-            peers = [k for k in active if k != 0]
-            reports = self.client.silences(peers) if peers else []
-            mine = [own] if node0_runs else []
-            quiet = [*mine, *((hang.parse_report(r, i) or 0.0) for r in reports)]
-            silent = hang.judge_silence(quiet, limits.silence)
-            if silent is not None:
-                return silent
-        if self.iterations is not None:
-            return self.iterations.stalled(limits.iteration)
-        return None
+        return self.jury.judge(i, self.nodes) if self.jury is not None else None
 
     # ------------------------------------------------------------------ stop + end
 
@@ -366,62 +324,8 @@ class Coordinator:
         if self.tracker is not None:
             self.tracker.after_cycle(cycle, result.outcome.value)
 
-    def publish_stop(self, i: int, cycle: int, ending: policy.Ending, nodes: tuple[str, ...]) -> None:
-        """Node 0 leaves between cycles: peers that did not see why learn it at their next
-        join, with the exit code a departed launcher means for them."""
-        verdict = policy.departed(ending.reason)
-        stop = Decision(
-            Action.STOP,
-            cycle,
-            reason=verdict.reason,
-            exit_code=verdict.exit_code,
-            start_time=self.clock(),
-            nodes=nodes,
-        )
-        with contextlib.suppress(StoreLost):
-            self.client.publish_decision(i, stop)
-
-    def linger(self, gone: set[int], limit: float) -> None:
-        """Keep the store up until every live peer has read the final answer. Peers known
-        to be gone (lost, or left on a signal) are not waited for."""
-        n = self.cfg.num_nodes
-        if n <= 1:
-            return
-
-        def all_acked() -> bool | None:
-            expected = len(set(range(1, n)) - gone - set(self.threads.lost_peers()))
-            try:
-                return True if self.client.acks() >= expected else None
-            except StoreLost:
-                return True
-
-        deadline = time.monotonic() + limit
-        if (
-            poll_until(all_acked, deadline=deadline, abort=lambda: False, sleep=time.sleep, max_interval=0.1)
-            is None
-        ):
-            self.ev.event(f"not every peer confirmed the final answer within {limit:.0f}s")
-
     def announce(self, way_out: Exit, run: RunSummary, published: int) -> None:
-        """After the outcome record is written: tell the peers (the final message of the
-        way out, or a stop for the next cycle when node 0 leaves on its own), then keep the
-        store up while they read it."""
-        with contextlib.suppress(StoreLost):
-            if way_out.announce is not None:
-                way_out.announce()
-            elif way_out.departing:
-                nxt = published + 1
-                self.publish_stop(nxt, run.first_cycle + nxt, way_out.ending, run.nodes)
-        gone: set[int] = set()
-        f = run.last_failure
-        if f is not None and not f.retryable and f.node_rank != 0:
-            gone.add(f.node_rank)
-        if way_out.linger > 0:
-            self.linger(gone, way_out.linger)
-
-
-def _progress_mark(spec: progress.SourceSpec) -> tuple[int, str | None] | None:
-    """What the iteration watch compares: the source's step and identity (a ``file:``
-    checkpoint replaced in place moves only its identity); None while it does not exist."""
-    look = sources.look(spec)
-    return (look.step, look.mark) if look.present and look.problem is None else None
+        """After the outcome record is written: node 0's farewell (see :class:`Farewell`)."""
+        Farewell(self.cfg.num_nodes, self.client, self.threads, self.ev, self.clock).announce(
+            way_out, run, published
+        )

@@ -1,0 +1,107 @@
+"""Node 0's verdicts on the job as a whole while a cycle runs: a lost launcher (the lowest
+node rank first), a silent job, a stalled checkpoint iteration. The member asks at every
+watch tick; the facts come from the background threads, the peers' silence reports and
+this node's own workers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+
+from slurm_ft import progress
+from slurm_ft.launch import hang, spares
+from slurm_ft.launch.background import BackgroundSet
+from slurm_ft.launch.client import Client
+from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.progress import sources
+
+
+class JobJudge:
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        client: Client,
+        threads: BackgroundSet,
+        hangs: hang.NodeWatch,
+        events: EventLog,
+        book: spares.SpareBook | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.threads = threads
+        self.hangs = hangs
+        self.ev = events
+        self.book = book
+        self.clock = clock
+        self.lost_spares: set[int] = set()  # spares whose loss was already logged
+        self.iterations: hang.IterationWatch | None = None
+        spec = progress.configured_source(cfg.settings.progress)
+        if hangs.limits.iteration and spec is not None:
+            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), hangs.limits.period)
+            self.iterations.start()
+
+    def new_cycle(self) -> None:
+        if self.iterations is not None:
+            self.iterations.restart()
+
+    def judge(self, i: int, names: tuple[str, ...]) -> Failure | None:
+        """The cycle's failure, or None. A spare that stops is only recorded: the training
+        does not depend on it."""
+        found = self._hang(i)
+        if found is not None:
+            job = self.cfg.job
+            return hang.failure_of(found, job.node_name, job.node_rank, self.clock())
+        lost = self.threads.lost_peers()
+        if self.book is not None:
+            active = set(self.book.active)
+            for k in sorted(set(lost) - active - self.lost_spares):
+                self.lost_spares.add(k)
+                self.ev.event(f"spare {_name(names, k)} lost (silent for {lost[k]:.1f}s)")
+            lost = {k: v for k, v in lost.items() if k in active}
+        if not lost:
+            return None
+        node = min(lost)
+        return Failure(
+            kind=FailureKind.LOST_NODE,
+            node=_name(names, node),
+            node_rank=node,
+            time=self.clock(),
+            detail=f"launcher silent for {lost[node]:.1f}s (heartbeat lost)",
+        )
+
+    def _hang(self, i: int) -> hang.Hang | None:
+        limits = self.hangs.limits
+        # With spares only the active launchers run workers; node 0 may be a spare itself.
+        active = self.book.active if self.book is not None else range(self.cfg.num_nodes)
+        node0_runs = 0 in active
+        own = self.hangs.quiet() if limits.silence and node0_runs else 0.0
+        if limits.silence and (own >= limits.silence or not node0_runs):  # else the job is not silent
+            peers = [k for k in active if k != 0]
+            reports = self.client.silences(peers) if peers else []
+            mine = [own] if node0_runs else []
+            quiet = [*mine, *((hang.parse_report(r, i) or 0.0) for r in reports)]
+            silent = hang.judge_silence(quiet, limits.silence)
+            if silent is not None:
+                return silent
+        if self.iterations is not None:
+            return self.iterations.stalled(limits.iteration)
+        return None
+
+    def stop(self) -> None:
+        if self.iterations is not None:
+            self.iterations.stop()
+
+
+def _name(names: tuple[str, ...], node_rank: int) -> str:
+    return names[node_rank] if node_rank < len(names) else f"node-rank-{node_rank}"
+
+
+def _progress_mark(spec: progress.SourceSpec) -> tuple[int, str | None] | None:
+    """What the iteration watch compares: the source's step and identity (a ``file:``
+    checkpoint replaced in place moves only its identity); None while it does not exist."""
+    look = sources.look(spec)
+    return (look.step, look.mark) if look.present and look.problem is None else None
