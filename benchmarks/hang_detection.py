@@ -52,22 +52,23 @@ def latency_once(ctx: Context) -> float:
     port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
     started = []
     log = directory.parent / f"{directory.name}.log"
+    nodes = launchers.ours_nodes(
+        ctx,
+        SCRIPT,
+        nnodes=NNODES,
+        nproc=NPROC,
+        submit=submit,
+        port=port,
+        job_id=job_id,
+        extra={
+            "SLURM_FT_HANG_TIMEOUT": str(HANG_TIMEOUT),
+            "SLURM_FT_HEALTH_CHECKS": "none",
+            "BENCH_STAMPS": str(directory),
+        },
+    )
     with open(log, "ab") as out:
-        for node in range(NNODES):
-            env = launchers.ours_env(
-                ctx,
-                nproc=NPROC,
-                state_dir=submit / "state",
-                max_restarts=1,
-                extra={
-                    **launchers.simulated_node(job_id, NNODES, node, submit),
-                    "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
-                    "SLURM_FT_HANG_TIMEOUT": str(HANG_TIMEOUT),
-                    "SLURM_FT_HEALTH_CHECKS": "none",
-                    "BENCH_STAMPS": str(directory),
-                },
-            )
-            started.append(proc.start(launchers.ours(ctx, SCRIPT), env, stdout=out, stderr=subprocess.STDOUT))
+        for cmd, env in nodes:
+            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
         try:
             results = [proc.finish(p, w, t, TIMEOUT) for p, w, t in started]
         finally:

@@ -87,3 +87,33 @@ def simulated_node(job_id: str, nnodes: int, node_rank: int, submit_dir: Path) -
         "SLURMD_NODENAME": f"127.0.1.{node_rank + 1}",
         "SLURM_SUBMIT_DIR": str(submit_dir),
     }
+
+
+def ours_nodes(
+    ctx: Context,
+    script: Path,
+    *,
+    nnodes: int,
+    nproc: int,
+    submit: Path,
+    port: int,
+    job_id: str,
+    extra: dict[str, str],
+    max_restarts: int = 1,
+) -> list[tuple[list[str], dict[str, str]]]:
+    """One launcher per simulated node of one job: (command, environment) each."""
+    out = []
+    for node in range(nnodes):
+        env = ours_env(
+            ctx,
+            nproc=nproc,
+            state_dir=submit / "state",
+            max_restarts=max_restarts,
+            extra={
+                **simulated_node(job_id, nnodes, node, submit),
+                "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
+                **extra,
+            },
+        )
+        out.append((ours(ctx, script), env))
+    return out

@@ -40,24 +40,25 @@ def once(ctx: Context) -> float:
     port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
     started = []
     log = directory.parent / f"{directory.name}.log"
+    nodes = launchers.ours_nodes(
+        ctx,
+        SCRIPT,
+        nnodes=NODES,
+        nproc=1,
+        submit=submit,
+        port=port,
+        job_id=job_id,
+        extra={
+            "SLURM_FT_LAUNCH_SPARE_NODES": str(SPARES),
+            "SLURM_FT_LAUNCH_HEARTBEAT_INTERVAL": str(HEARTBEAT_INTERVAL_S),
+            "SLURM_FT_LAUNCH_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+            "BENCH_STAMPS": str(directory),
+            "BENCH_VICTIM_RANK": "-1",  # no worker fails: the launcher is the victim
+        },
+    )
     with open(log, "ab") as out:
-        for node in range(NODES):
-            env = launchers.ours_env(
-                ctx,
-                nproc=1,
-                state_dir=submit / "state",
-                max_restarts=1,
-                extra={
-                    **launchers.simulated_node(job_id, NODES, node, submit),
-                    "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
-                    "SLURM_FT_LAUNCH_SPARE_NODES": str(SPARES),
-                    "SLURM_FT_LAUNCH_HEARTBEAT_INTERVAL": str(HEARTBEAT_INTERVAL_S),
-                    "SLURM_FT_LAUNCH_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
-                    "BENCH_STAMPS": str(directory),
-                    "BENCH_VICTIM_RANK": "-1",  # no worker fails: the launcher is the victim
-                },
-            )
-            started.append(proc.start(launchers.ours(ctx, SCRIPT), env, stdout=out, stderr=subprocess.STDOUT))
+        for cmd, env in nodes:
+            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
         try:
             proc.wait_for(
                 lambda: stamps.count(directory, "start-c0-") == ACTIVE, 60, "every first-cycle worker"

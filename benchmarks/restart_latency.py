@@ -88,22 +88,20 @@ def ours_once(ctx: Context, term_delay: float = 0.0) -> float:
     directory = ctx.scratch("stamps")
     submit = ctx.scratch("submit")
     port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
-    cmds = []
-    for node in range(NNODES):
-        env = launchers.ours_env(
-            ctx,
-            nproc=NPROC,
-            state_dir=submit / "state",
-            max_restarts=1,
-            extra={
-                **launchers.simulated_node(job_id, NNODES, node, submit),
-                "SLURM_FT_LAUNCH_RDZV_PORT": str(port),
-                "BENCH_STAMPS": str(directory),
-                "BENCH_VICTIM_RANK": str(VICTIM),
-                "BENCH_TERM_DELAY_S": f"{term_delay:g}",
-            },
-        )
-        cmds.append((launchers.ours(ctx, SCRIPT), env))
+    cmds = launchers.ours_nodes(
+        ctx,
+        SCRIPT,
+        nnodes=NNODES,
+        nproc=NPROC,
+        submit=submit,
+        port=port,
+        job_id=job_id,
+        extra={
+            "BENCH_STAMPS": str(directory),
+            "BENCH_VICTIM_RANK": str(VICTIM),
+            "BENCH_TERM_DELAY_S": f"{term_delay:g}",
+        },
+    )
     run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return latency(directory)
 

@@ -172,10 +172,7 @@ class Coordinator:
             missing=roster.missing,
         )
         now = self.clock()
-        if verdict.run and self.tracker is not None:
-            reason = self.tracker.before_cycle(cycle)
-            if reason is not None:
-                verdict = policy.no_progress(reason)
+        verdict = self._guarded(verdict, cycle)
         if verdict.run:
             return Decision(
                 Action.RUN, cycle, master_port=hostprobe.free_port(), start_time=now, nodes=roster.names
@@ -192,6 +189,15 @@ class Coordinator:
             lost_nodes=roster.lost,
             first_failure=previous.to_json() if previous else None,
         )
+
+    def _guarded(self, verdict: policy.Verdict, cycle: int) -> policy.Verdict:
+        """The progress guard's veto of a run (asked only then: asking records the start of
+        the cycle in the ledger)."""
+        if verdict.run and self.tracker is not None:
+            reason = self.tracker.before_cycle(cycle)
+            if reason is not None:
+                return policy.no_progress(reason)
+        return verdict
 
     def _spare_verdict(
         self, i: int, roster: Roster, previous: Failure | None, names: tuple[str, ...]
@@ -229,10 +235,7 @@ class Coordinator:
         verdict, moves = self._spare_verdict(i, roster, previous, names)
         Why = spares.Why
         now = self.clock()
-        if verdict.run and self.tracker is not None:
-            reason = self.tracker.before_cycle(cycle)
-            if reason is not None:
-                verdict = policy.no_progress(reason)
+        verdict = self._guarded(verdict, cycle)
         for move in moves:
             self.ev.event(f"cycle {cycle}: replacing {move}")
         if roster.unhealthy:

@@ -176,14 +176,18 @@ class Member:
                 end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
+            end = end or self._threads_view()
             if end is not None:
                 return end
-            why = self.threads.store_lost()
-            if why:
-                return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
-            died = self.threads.died()
-            if died:
-                return WatchEnd(WatchEndKind.BLIND, detail=died)
+
+    def _threads_view(self) -> WatchEnd | None:
+        """What the background threads know: node 0's store lost (a peer's heart-beat), or a
+        thread that died (the launcher would be blind)."""
+        why = self.threads.store_lost()
+        if why:
+            return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
+        died = self.threads.died()
+        return WatchEnd(WatchEndKind.BLIND, detail=died) if died else None
 
     def _sleep(self, metrics: bool) -> float:
         """How long the watch may sleep: until its next periodic duty. Everything that ends
@@ -239,17 +243,11 @@ class Member:
             if self.sig.received is not None:
                 return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
             try:
-                end = self._job_view(i, judge, active)
+                end = self._job_view(i, judge, active) or self._threads_view()
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
                 return end
-            why = self.threads.store_lost()
-            if why:
-                return WatchEnd(WatchEndKind.STORE_LOST, detail=why)
-            died = self.threads.died()
-            if died:
-                return WatchEnd(WatchEndKind.BLIND, detail=died)
 
     def _job_view(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
