@@ -292,7 +292,7 @@ def test_unhealthy_node_is_excluded_from_the_next_attempt(slurm_cluster):
     job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", "--nodelist=node[1-2]", env=env)
     first = slurm_cluster.wait_final(job, timeout=120)
     assert exit_code(first) == 94, batch_output(work)
-    assert "resubmitting without unhealthy node(s) node2" in batch_output(work)
+    assert "resubmitting without bad node(s) node2" in batch_output(work)
     assert (work / "state" / "unhealthy" / "node2.json").exists()
 
     def successor() -> str | None:
