@@ -50,7 +50,6 @@ def latency_once(ctx: Context) -> float:
     directory = ctx.scratch("stamps")
     submit = ctx.scratch("submit")
     port, job_id = proc.free_port(), str(uuid.uuid4().int % 10**8)
-    started = []
     log = directory.parent / f"{directory.name}.log"
     nodes = launchers.ours_nodes(
         ctx,
@@ -66,18 +65,7 @@ def latency_once(ctx: Context) -> float:
             "BENCH_STAMPS": str(directory),
         },
     )
-    with open(log, "ab") as out:
-        for cmd, env in nodes:
-            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
-        try:
-            results = [proc.finish(p, w, t, TIMEOUT) for p, w, t in started]
-        finally:
-            for p, _, _ in started:
-                if p.poll() is None:
-                    proc.kill_group(p)
-            proc.reap_marked(ctx.marker)
-    if any(r.returncode for r in results):
-        raise proc.BenchError(f"exit codes {[r.returncode for r in results]}; log: {log}")
+    launchers.run_agents(ctx, nodes, log, TIMEOUT)
     found = stamps.read_all(directory)
     silent = [v for k, v in found.items() if k.startswith("silent-")]
     stopped = [v for k, v in found.items() if k.startswith("stopped-")]

@@ -7,9 +7,11 @@ would set, with real loopback addresses (127.0.1.N) as host names.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks import proc
 from benchmarks.harness import Context
 
 
@@ -117,3 +119,26 @@ def ours_nodes(
         )
         out.append((ours(ctx, script), env))
     return out
+
+
+def run_agents(
+    ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]], log: Path, timeout: float = 180.0
+) -> None:
+    """Start every launcher of one job, wait for all to exit 0 (a BenchError names the
+    codes), and leave nothing of ours behind."""
+    started = []
+    with open(log, "ab") as out:
+        for cmd, env in cmds_envs:
+            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
+        try:
+            results = [proc.finish(p, w, t, timeout) for p, w, t in started]
+        finally:
+            for p, _, _ in started:
+                if p.poll() is None:
+                    proc.kill_group(p)
+            # Runs are sequential: anything of ours still alive is a leftover worker.
+            proc.reap_marked(ctx.marker)
+    codes = [r.returncode for r in results]
+    if any(codes):
+        tail = log.read_text(errors="replace")[-600:]
+        raise proc.BenchError(f"exit codes {codes}; log tail: {tail!r}")

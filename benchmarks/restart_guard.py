@@ -57,7 +57,7 @@ def launcher_once(ctx: harness.Context, source: str | None) -> float:
             },
         )
         cmds.append((launchers.ours(ctx, restart_latency.SCRIPT), env))
-    restart_latency.run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    launchers.run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return restart_latency.latency(directory)
 
 

@@ -12,7 +12,6 @@ slurm-ft: two launchers, each with the SLURM_* environment of one node of a 2-no
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -39,25 +38,6 @@ def latency(directory: Path) -> float:
     return max(restarted) - deaths[0]
 
 
-def run_agents(ctx: Context, cmds_envs: list[tuple[list[str], dict[str, str]]], log: Path) -> None:
-    started = []
-    with open(log, "ab") as out:
-        for cmd, env in cmds_envs:
-            started.append(proc.start(cmd, env, stdout=out, stderr=subprocess.STDOUT))
-        try:
-            results = [proc.finish(p, w, t, TIMEOUT) for p, w, t in started]
-        finally:
-            for p, _, _ in started:
-                if p.poll() is None:
-                    proc.kill_group(p)
-            # Runs are sequential: anything of ours still alive is a leftover worker.
-            proc.reap_marked(ctx.marker)
-    codes = [r.returncode for r in results]
-    if any(codes):
-        tail = log.read_text(errors="replace")[-600:]
-        raise proc.BenchError(f"exit codes {codes}; log tail: {tail!r}")
-
-
 def torchrun_once(ctx: Context, term_delay: float = 0.0) -> float:
     directory = ctx.scratch("stamps")
     port, run_id = proc.free_port(), uuid.uuid4().hex[:8]
@@ -80,7 +60,7 @@ def torchrun_once(ctx: Context, term_delay: float = 0.0) -> float:
         )
         for node in range(NNODES)
     ]
-    run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    launchers.run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return latency(directory)
 
 
@@ -102,7 +82,7 @@ def ours_once(ctx: Context, term_delay: float = 0.0) -> float:
             "BENCH_TERM_DELAY_S": f"{term_delay:g}",
         },
     )
-    run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
+    launchers.run_agents(ctx, cmds, directory.parent / f"{directory.name}.log")
     return latency(directory)
 
 
