@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from slurm_ft.topology.plan import Plan
 
 PROG = "slurm-ft-launch"
+AddArgument = Callable[..., argparse.Action]  # ArgumentParser.add_argument
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +48,43 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="torchrun's other flags and NVIDIA ft_launcher's --ft-* options (and --ft-cfg-path) "
         "are accepted too; the README's compatibility table says what each one does here.",
     )
-    a = p.add_argument
+    for group in (
+        _launcher_options,
+        _log_options,
+        _progress_options,
+        _health_options,
+        _placement_options,
+        _spare_options,
+        _hang_options,
+    ):
+        group(p.add_argument)
+    _torchrun_options(p)
+    # what to run
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "-m", "--module", dest="module", action="store_true", help="run the target as 'python -m MODULE'"
+    )
+    mode.add_argument(
+        "--no-python",
+        "--no_python",
+        dest="no_python",
+        action="store_true",
+        help="run the target as a plain command, not a Python script",
+    )
+    mode.add_argument(
+        "--run-path",
+        "--run_path",
+        dest="run_path",
+        action="store_true",
+        help="torchrun's: run the script (here, as without the flag: one interpreter per worker)",
+    )
+    p.add_argument("target", metavar="SCRIPT", help="training script (or module, or command)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+def _launcher_options(a: AddArgument) -> None:
+    """The launcher itself: workers, restarts, timeouts, rendezvous, state."""
     a(
         "--nproc-per-node",
         "--nproc_per_node",
@@ -121,7 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="write Prometheus textfile metrics of this launcher here (atomically, at most once a second)",
     )
     a("--dry-run", action="store_true", help="print topology and worker commands, start nothing")
-    # applog
+
+
+def _log_options(a: AddArgument) -> None:
+    """Per-cycle application log, console echo, launcher log."""
     a(
         "--applog-prefix",
         dest="applog_prefix",
@@ -175,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="launcher events to the launcher log only, not stderr",
     )
-    # progress
+
+
+def _progress_options(a: AddArgument) -> None:
+    """The no-progress guard."""
     a(
         "--checkpoint-iteration-file",
         dest="checkpoint_iteration_file",
@@ -197,7 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--max-no-progress-cycles", dest="max_no_progress_cycles", metavar="N")
     a("--min-progress-iterations", dest="min_progress_iterations", metavar="N")
-    # health
+
+
+def _health_options(a: AddArgument) -> None:
+    """Health checks before each join."""
     a(
         "--health-checks",
         dest="health_checks",
@@ -212,7 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("absolute", "transition"),
         help="NICs judged by change since the launcher started (transition, default) or as they are",
     )
-    # placement and NIC monitoring
+
+
+def _placement_options(a: AddArgument) -> None:
+    """CPU/NUMA binding, NIC affinity, NIC monitoring."""
     a(
         "--numa-binding",
         "--numa_binding",
@@ -241,7 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         help="a NIC down fails the node",
     )
-    # spare nodes
+
+
+def _spare_options(a: AddArgument) -> None:
+    """Spare nodes."""
     a(
         "--spare-nodes",
         dest="spare_nodes",
@@ -260,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="M",
         help="with spares, replace a node that hosted the first failure of M cycles in a row (default 2)",
     )
-    # hang detection (README "Hangs"); 0 turns a detector off
+
+
+def _hang_options(a: AddArgument) -> None:
+    """Hang detection (README "Hangs"); 0 turns a detector off."""
     a(
         "--hang-timeout",
         dest="hang_timeout",
@@ -298,29 +353,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIG",
         help="first signal of a failure stop (default SIGTERM)",
     )
-    _torchrun_options(p)
-    # what to run
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "-m", "--module", dest="module", action="store_true", help="run the target as 'python -m MODULE'"
-    )
-    mode.add_argument(
-        "--no-python",
-        "--no_python",
-        dest="no_python",
-        action="store_true",
-        help="run the target as a plain command, not a Python script",
-    )
-    mode.add_argument(
-        "--run-path",
-        "--run_path",
-        dest="run_path",
-        action="store_true",
-        help="torchrun's: run the script (here, as without the flag: one interpreter per worker)",
-    )
-    a("target", metavar="SCRIPT", help="training script (or module, or command)")
-    a("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    return p
 
 
 def _torchrun_options(p: argparse.ArgumentParser) -> None:
