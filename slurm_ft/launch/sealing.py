@@ -30,10 +30,6 @@ class Sealer:
         self._lock = threading.Lock()
 
     @property
-    def enabled(self) -> bool:
-        return self._key is not None
-
-    @property
     def namespace(self) -> str:
         """A secret-derived key prefix ('' without a secret)."""
         if self._key is None:
