@@ -5,6 +5,7 @@ to carry. Rank 0 records when steady training starts and ends so the harness can
 the launcher's CPU over exactly that window.
 """
 
+import gc
 import os
 import sys
 import time
@@ -62,4 +63,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    gc.collect()  # free DDP's cycles (and the gloo group) before exit: see scripts/examples/train_ddp.py
+    sys.exit(code)

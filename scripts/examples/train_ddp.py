@@ -24,6 +24,7 @@ environment. What the examples, templates, tests and benchmarks rely on:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -217,4 +218,10 @@ if __name__ == "__main__":
     # TORCHELASTIC_ERROR_FILE (then re-raises), and the launcher reports it as the root cause.
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    sys.exit(record(main)())
+    code = record(main)()
+    # DDP's hooks form reference cycles that would keep the gloo group alive until the
+    # final collection at interpreter exit, where its threads, releasing their last
+    # tensors, abort the process ("terminate called without an active exception", torch
+    # 2.x): a finished rank would die of SIGABRT. Collect them while Python is alive.
+    gc.collect()
+    sys.exit(code)

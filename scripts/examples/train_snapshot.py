@@ -15,6 +15,7 @@ itself with SIGKILL on reaching epoch E in restart R (``TORCHELASTIC_RESTART_COU
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -82,4 +83,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    gc.collect()  # free DDP's cycles (and the gloo group) before exit: see train_ddp.py
+    sys.exit(code)
