@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import sys
 import tempfile
@@ -53,12 +54,23 @@ class Context:
 
 @contextmanager
 def context(quick: bool) -> Iterator[Context]:
+    compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="slurm-ft-bench-") as tmp:
         ctx = Context(quick, Path(tmp), uuid.uuid4().hex, Path(sys.executable).parent)
         try:
             yield ctx
         finally:
             proc.reap_marked(ctx.marker)
+
+
+def compile_bytecode() -> None:
+    """Write the .pyc files of what the figures start, as ``pip install`` does for an
+    installed package. A source checkout under PYTHONDONTWRITEBYTECODE (set on many CI
+    and sandbox machines) never caches them, so every launcher and health check would
+    recompile some 40 modules (about 40 ms on this machine) and the figures would measure
+    the compiler, not slurm-ft; warm-up runs cannot help there."""
+    for directory in (REPO / "slurm_ft", WORKERS):
+        compileall.compile_dir(directory, quiet=1)
 
 
 PYTHON_PASS = "python -c pass"
@@ -75,7 +87,7 @@ def python_pass(ctx: Context) -> float:
 
 
 def repeat(fn: Callable[[], float], runs: int, warmup: int = 1) -> list[float]:
-    """Call ``fn`` ``warmup`` times (discarded: page cache, .pyc files), then ``runs`` times."""
+    """Call ``fn`` ``warmup`` times (discarded: page cache), then ``runs`` times."""
     for _ in range(warmup):
         fn()
     return [fn() for _ in range(runs)]

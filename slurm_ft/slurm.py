@@ -21,8 +21,8 @@ environment, for batch scripts and for people debugging a launch.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -160,7 +160,7 @@ def _standalone(hostname: str | None) -> SlurmJob:
 
 
 def _short_hostname() -> str:
-    return socket.gethostname().split(".", 1)[0]
+    return os.uname().nodename.split(".", 1)[0]  # gethostname(), without importing socket
 
 
 def _first_present(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:

@@ -18,7 +18,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -822,7 +821,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
         run_id=agent_mod.run_id_for(job),
         signals=sigs,
     )
-    from slurm_ft.topology.build import node_plan
+    from slurm_ft.topology import node_plan
 
     cfg = dataclasses.replace(cfg, placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")))
     if ns.dry_run:
@@ -868,6 +867,8 @@ def _launch(cfg: Any) -> int:
     except KeyboardInterrupt:
         return 128 + int(signal.SIGINT)
     except Exception as exc:  # outside the cycle (setting up or tearing down the agent)
+        import traceback  # only on this path: keeps every start short
+
         _internal_error(cfg, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
         return int(ExitCode.WORKERS_FAILED)
     finally:

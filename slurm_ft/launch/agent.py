@@ -22,7 +22,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -305,6 +304,8 @@ class Agent:
                 self.member.publish_quietly(
                     self.index, self.member.own_failure(FailureKind.LAUNCHER, f"launcher failed: {error}")
                 )
+        import traceback  # only on this path: keeps every start short
+
         return wayout.crashed(error, "".join(traceback.format_exception(exc)))
 
     def finish(self, way_out: Exit) -> Ending:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from slurm_ft.config import Settings
 from slurm_ft.launch.jobsecret import StoreAuth
 from slurm_ft.launch.workers import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
-from slurm_ft.topology.plan import Plan
+
+if TYPE_CHECKING:
+    from slurm_ft.topology.plan import Plan
 
 
 class BadInput(Exception):

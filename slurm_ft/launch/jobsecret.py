@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -59,6 +58,8 @@ def from_state_dir(state: StateDir) -> bytes:
     state.path.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{SECRET_FILE}.", dir=state.path)  # mode 0600
     try:
+        import secrets  # only node 0 of a multi-node job makes one: keeps other starts short
+
         os.write(fd, secrets.token_hex(32).encode() + b"\n")
         os.fsync(fd)
         os.close(fd)

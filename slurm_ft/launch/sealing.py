@@ -13,13 +13,26 @@ they only say when to look, and what is looked at then is sealed (see ``client``
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import threading
 from collections.abc import Callable
 
 TAG = "sft1:"
 _MAC_HEX = 64
+
+
+def _hmac_sha256(key: bytes, message: bytes) -> str:
+    """hashlib and hmac are imported on first use: only a job with a secret seals, and a
+    single node's launcher should not pay for them at start-up."""
+    import hashlib
+    import hmac
+
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _same(a: bytes, b: bytes) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 class Sealer:
@@ -34,11 +47,11 @@ class Sealer:
         """A secret-derived key prefix ('' without a secret)."""
         if self._key is None:
             return ""
-        return hmac.new(self._key, b"slurm-ft key namespace", hashlib.sha256).hexdigest()[:16]
+        return _hmac_sha256(self._key, b"slurm-ft key namespace")[:16]
 
     def _mac(self, key: str, value: bytes) -> str:
         assert self._key is not None
-        return hmac.new(self._key, key.encode() + b"\0" + value, hashlib.sha256).hexdigest()
+        return _hmac_sha256(self._key, key.encode() + b"\0" + value)
 
     def seal(self, key: str, value: str) -> str:
         if self._key is None:
@@ -52,7 +65,7 @@ class Sealer:
         head = len(TAG) + _MAC_HEX
         if raw[: len(TAG)] == TAG.encode() and raw[head : head + 1] == b":":
             value = raw[head + 1 :]
-            if hmac.compare_digest(raw[len(TAG) : head], self._mac(key, value).encode()):
+            if _same(raw[len(TAG) : head], self._mac(key, value).encode()):
                 return value
         self._forged(key)
         return None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import platform
 from collections.abc import Iterator
 
 MPOL_PREFERRED = 1
@@ -37,9 +36,9 @@ class _MemPolicy:
     """The calling thread's memory policy, read and written through the raw system calls."""
 
     def __init__(self) -> None:
-        numbers = _SYSCALLS.get(platform.machine())
+        numbers = _SYSCALLS.get(os.uname().machine)
         if numbers is None:
-            raise OSError(f"memory policy system calls unknown on {platform.machine()}")
+            raise OSError(f"memory policy system calls unknown on {os.uname().machine}")
         self._get, self._set = numbers
         self._libc = ctypes.CDLL(None, use_errno=True)
 

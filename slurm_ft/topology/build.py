@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from slurm_ft.config import Settings
 from slurm_ft.health.gpu import NvmlAdapter, NvmlError, NvmlNotSupported, NvmlUnavailable
 from slurm_ft.topology import apply, sysfs
 from slurm_ft.topology.facts import CpuListError, parse_cpulist
@@ -122,19 +121,4 @@ def build_plan(
     ranks = tuple(dataclasses.replace(r, mem_node=None) for r in result.ranks)
     return dataclasses.replace(
         result, ranks=ranks, warnings=(*result.warnings, f"memory policy not set ({problem}): CPUs only")
-    )
-
-
-def node_plan(settings: Settings, nproc: int, visible_devices: str | None) -> Plan | None:
-    """The plan ``launch.numa_binding`` / ``launch.nic_affinity`` ask for; None when neither does."""
-    mode = Binding(settings.launch.numa_binding)
-    if mode is Binding.NONE and not settings.launch.nic_affinity:
-        return None
-    return build_plan(
-        mode=mode,
-        nic_affinity=settings.launch.nic_affinity,
-        nproc=nproc,
-        sysfs_root=settings.health.sysfs_root,
-        proc_root=settings.health.proc_root,
-        visible_devices=visible_devices,
     )
