@@ -35,7 +35,7 @@ class ConfigError(ValueError):
 class LaunchSettings:
     nproc_per_node: str = "auto"
     max_restarts: int = 3
-    monitor_interval: float = 2.0
+    monitor_interval: float = 5.0  # a fallback only: every event wakes the watch at once
     workers_stop_timeout: float = 15.0
     kill_timeout: float = 30.0  # after SIGKILL: a worker still there is stuck in the kernel
     failure_stop_grace: float = 0.2

@@ -159,7 +159,8 @@ class Agent:
                 workers = self._start(i, cycle, decision, topo)
                 self._enter(Phase.WATCH)
                 self.export_metrics()
-                end = member.watch(i, workers, judge, active, self.export_metrics)
+                on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
+                end = member.watch(i, workers, judge, active, on_tick)
             self._enter(Phase.STOP)
             self._stop(i, cycle, decision, workers, end)
             self.export_metrics()

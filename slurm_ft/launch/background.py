@@ -34,6 +34,7 @@ class BackgroundThread(threading.Thread):
         self._stop_event = threading.Event()
         self._death: str | None = None
         self._death_lock = threading.Lock()
+        self._death_hooks: list[Callable[[], None]] = []
 
     def body(self) -> None:
         raise NotImplementedError
@@ -55,6 +56,12 @@ class BackgroundThread(threading.Thread):
         with self._death_lock:
             self._death = f"{self.name} stopped: {why}"
         self._wake()
+        for hook in self._death_hooks:
+            hook()
+
+    def on_death(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` (from this thread) when it dies; set up before :meth:`start`."""
+        self._death_hooks.append(hook)
 
     def died(self) -> str | None:
         with self._death_lock:
@@ -111,6 +118,14 @@ class Heartbeat(BackgroundThread):
         if silent > self._timeout:
             return f"rendezvous store silent for {silent:.1f}s"
         return None
+
+    def lost_in(self) -> float:
+        """Seconds until :meth:`lost` turns true if no beat succeeds meanwhile (0: now)."""
+        if self.died() is not None:
+            return 0.0
+        with self._lock:
+            silent = self._clock() - self._last_ok
+        return max(0.0, self._timeout - silent)
 
 
 class PeerMonitor(BackgroundThread):
@@ -219,9 +234,12 @@ class StoreWatchdog(BackgroundThread):
     A dead store host resets its connections and the main thread notices at its next
     store call. A frozen or unreachable one answers nothing, and a blocked store call
     cannot be interrupted, so the main thread may never get to notice. The watchdog does
-    no store I/O: once the heart-beat has been failing for ``grace`` seconds more it calls
-    ``emergency`` (which kills the worker groups and ends the launcher with exit 1: the one
-    documented exit that does not go through the launcher's single ending path).
+    no store I/O. It sleeps until the heart-beat could first count as lost (or dies), then
+    wakes the main loop, which ends the attempt the ordinary way if it can; once the
+    heart-beat has been failing for ``grace`` seconds more it calls ``emergency`` (which
+    kills the worker groups and ends the launcher with exit 1: the one documented exit
+    that does not go through the launcher's single ending path). Sleeping that long
+    instead of ticking is what keeps an idle peer's CPU near zero.
     """
 
     def __init__(
@@ -230,17 +248,25 @@ class StoreWatchdog(BackgroundThread):
         emergency: Callable[[str], None],
         grace: float = WATCHDOG_GRACE_S,
         *,
+        wake_fd: int | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        super().__init__("slurm-ft-store-watchdog", None)
+        super().__init__("slurm-ft-store-watchdog", wake_fd)
         self._heartbeat = heartbeat
         self._emergency = emergency
         self._grace = grace
         self._clock = clock
+        self._alarm = threading.Event()  # stop, or the heart-beat died
+        heartbeat.on_death(self._alarm.set)
 
     def body(self) -> None:
         first_seen: float | None = None
-        while not self._stop_event.wait(WATCHDOG_TICK_S):
+        while True:
+            pause = WATCHDOG_TICK_S if first_seen is not None else self._heartbeat.lost_in()
+            self._alarm.wait(max(WATCHDOG_TICK_S, pause))
+            self._alarm.clear()
+            if self._stop_event.is_set():
+                return
             why = self._heartbeat.lost()
             if why is None:
                 first_seen = None
@@ -248,9 +274,14 @@ class StoreWatchdog(BackgroundThread):
             now = self._clock()
             if first_seen is None:
                 first_seen = now
+                self._wake()
             elif now - first_seen >= self._grace:
                 self._emergency(why)
                 return
+
+    def stop(self) -> None:
+        super().stop()
+        self._alarm.set()
 
 
 class BackgroundDied(Exception):
@@ -292,7 +323,7 @@ class BackgroundSet:
             threads.heartbeat = Heartbeat(
                 client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
             )
-            threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, clock=clock)
+            threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock)
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():
             t.start()
@@ -314,7 +345,7 @@ class BackgroundSet:
 
     def died(self) -> str | None:
         """The first thread (other than the heart-beat, see :meth:`store_lost`) that died."""
-        for t in (self.monitor, self.waiter):
+        for t in (self.monitor, self.waiter, self.watchdog):
             if t is not None and t.died() is not None:
                 return t.died()
         return None
