@@ -176,49 +176,44 @@ def run(ctx: Context, seconds: float | None = None) -> list[Row]:
     slept, idle_errors = contest(ctx, idle, idle_seconds, idle_window)
 
     sleeping = f"workers sleep ({idle_seconds:g} s, silent)"
+    two = _error(idle_errors, "two nodes")
     return [
-        Row(
-            FIGURE,
-            f"launcher CPU while 2 workers train ({seconds:g} s), percent of one core",
-            "%",
-            _summary(trained, "ours"),
-            _summary(trained, "torchrun"),
-            [Target("max", GOAL_ONE_NODE)],
-            note="slurm-ft with its applog on, reading ~14 lines/s; time-slice samples; both jobs at once",
-            error=_error(train_errors, "ours", "torchrun"),
-            reference_label=REFERENCE,
+        _row(
+            f" while 2 workers train ({seconds:g} s)",
+            (_summary(trained, "ours"), _summary(trained, "torchrun")),
+            GOAL_ONE_NODE,
+            "slurm-ft with its applog on, reading ~14 lines/s; time-slice samples; both jobs at once",
+            _error(train_errors, "ours", "torchrun"),
         ),
-        Row(
-            FIGURE,
-            f"launcher CPU, one node, 2 {sleeping}, percent of one core",
-            "%",
-            _summary(slept, "ours"),
-            _summary(slept, "torchrun"),
-            [Target("max", GOAL_ONE_NODE)],
-            note="applog on; the three idle jobs of this figure run at once",
-            error=_error(idle_errors, "ours", "torchrun"),
-            reference_label=REFERENCE,
+        _row(
+            f", one node, 2 {sleeping}",
+            (_summary(slept, "ours"), _summary(slept, "torchrun")),
+            GOAL_ONE_NODE,
+            "applog on; the three idle jobs of this figure run at once",
+            _error(idle_errors, "ours", "torchrun"),
         ),
-        Row(
-            FIGURE,
-            f"launcher CPU, node 0 of 2 (store host), 2 {sleeping} per node, percent of one core",
-            "%",
-            _summary(slept, "two nodes", 0),
+        _row(
+            f", node 0 of 2 (store host), 2 {sleeping} per node",
+            (_summary(slept, "two nodes", 0), None),
+            GOAL_NODE0_OF_2,
+            "simulated 2-node job on this machine; heart-beat every 1 s",
+            two,
+        ),
+        _row(
+            f", node 1 of 2, 2 {sleeping} per node",
+            (_summary(slept, "two nodes", 1), None),
             None,
-            [Target("max", GOAL_NODE0_OF_2)],
-            note="simulated 2-node job on this machine; heart-beat every 1 s",
-            error=_error(idle_errors, "two nodes"),
-            reference_label=REFERENCE,
-        ),
-        Row(
-            FIGURE,
-            f"launcher CPU, node 1 of 2, 2 {sleeping} per node, percent of one core",
-            "%",
-            _summary(slept, "two nodes", 1),
-            None,
-            [],
-            note="the same job's other launcher: beats every 1 s, store watchdog",
-            error=_error(idle_errors, "two nodes"),
-            reference_label=REFERENCE,
+            "the same job's other launcher: beats every 1 s, store watchdog",
+            two,
         ),
     ]
+
+
+def _row(
+    what: str, sides: tuple[Summary | None, Summary | None], goal: float | None, note: str, error: str | None
+) -> Row:
+    """One row of percent-of-one-core: ours and torchrun's (if measured), the goal if any."""
+    ours, theirs = sides
+    targets = [Target("max", goal)] if goal is not None else []
+    metric = f"launcher CPU{what}, percent of one core"
+    return Row(FIGURE, metric, "%", ours, theirs, targets, note=note, error=error, reference_label=REFERENCE)
