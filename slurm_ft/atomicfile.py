@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from slurm_ft import privatefiles
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes, *, keep_backup: bool = False) -> None:
     """Atomically replace ``path`` with ``data``; optionally keep the old version as ``.bak``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = privatefiles.create_file(target.parent, f".{target.name}.", ".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

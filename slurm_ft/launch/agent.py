@@ -17,17 +17,17 @@ import contextlib
 import dataclasses
 import os
 import shlex
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from slurm_ft import privatefiles
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch import workers as wk
@@ -40,7 +40,6 @@ from slurm_ft.launch.cycleworkers import CycleWorkers
 from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
-from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.protocol import Base, CycleResult, Decision, Keys
 from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
@@ -49,6 +48,9 @@ from slurm_ft.launch.signals import SignalBox, parse_signals
 from slurm_ft.launch.stores import Interrupted, StoreLost
 from slurm_ft.launch.survivors import Survivor
 from slurm_ft.launch.wayout import Exit
+
+if TYPE_CHECKING:
+    from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 
 CYCLE_OUTCOME = {
     WatchEndKind.SUCCESS: CycleOutcome.SUCCEEDED,
@@ -114,7 +116,11 @@ class Agent:
         self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         prom = cfg.settings.launch.prom_file
-        self.prom = PromFileWriter(prom, on_error=events.event) if prom else None
+        self.prom: PromFileWriter | None = None
+        if prom:  # the metrics module only where asked for: it is a launch's start-up time
+            from slurm_ft.launch.metrics import PromFileWriter
+
+            self.prom = PromFileWriter(prom, on_error=events.event)
         self.log_lost = (0, 0)
         self.last_failure_seen: Failure | None = None  # for the metrics: kept after a success
 
@@ -359,7 +365,7 @@ class Agent:
         if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
-        shutil.rmtree(self._run_dir, ignore_errors=True)
+        privatefiles.remove_tree(self._run_dir)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -430,10 +436,12 @@ def end_step(cfg: AgentConfig, events: EventLog, lost: tuple[str, ...]) -> None:
 def private_run_dir() -> Path:
     """The workers' heart-beat slots and stack files: in shared memory when there is."""
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="slurm-ft-", dir=shm))
+    return privatefiles.create_dir(shm, "slurm-ft-")
 
 
 def metrics_of(agent: Agent) -> LauncherMetrics:
+    from slurm_ft.launch.metrics import LauncherMetrics
+
     job, run, workers, failure = agent.cfg.job, agent.run, agent.workers, agent.last_failure_seen
     monitor = agent.threads.monitor
     ages = monitor.ages() if monitor is not None else {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,7 +99,7 @@ class Coordinator:
         """Publish the run: its first global cycle number and a fresh run uuid."""
         if self.tracker is not None:
             self.ev.event(self.tracker.start_line())
-        base = Base(cyclecount.read_next_cycle(self.cfg.state), uuid.uuid4().hex)
+        base = Base(cyclecount.read_next_cycle(self.cfg.state), os.urandom(16).hex())
         self.client.prepare(self.cfg.num_nodes, base)
         where = f"listening on port {self.client.port}" if self.cfg.num_nodes > 1 else "in process (one node)"
         self.ev.event(f"rendezvous store {where}; run {self.cfg.run_id}, first cycle {base.first_cycle}")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 
+from slurm_ft import privatefiles
 from slurm_ft.statedir import StateDir
 
 SECRET_ENV = "SLURM_FT_JOB_SECRET"
@@ -56,7 +56,7 @@ def from_state_dir(state: StateDir) -> bytes:
     with contextlib.suppress(FileNotFoundError):
         return _read_own(path)
     state.path.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{SECRET_FILE}.", dir=state.path)  # mode 0600
+    fd, tmp = privatefiles.create_file(state.path, f".{SECRET_FILE}.")  # mode 0600
     try:
         import secrets  # only node 0 of a multi-node job makes one: keeps other starts short
 
