@@ -54,8 +54,10 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
 
 
 def find_program(name: str, search_path: str | None) -> str | None:
-    """The first executable file ``name`` in the ``PATH``-style ``search_path`` (default
-    ``os.defpath``), like the shell finds it; None when there is none."""
+    """The first executable file ``name`` in the ``PATH``-style ``search_path`` (None:
+    ``os.defpath``; empty: nowhere), like the shell finds it; None when there is none."""
+    if search_path == "":
+        return None
     for directory in (search_path if search_path is not None else os.defpath).split(os.pathsep):
         candidate = os.path.join(directory or ".", name)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):

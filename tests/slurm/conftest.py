@@ -214,13 +214,24 @@ def _package_readable_by_plain_user() -> bool:
     return probe.returncode == 0
 
 
+def _slurmctld_running() -> bool:
+    """A cluster someone else brought up (and will take down): its slurmctld is alive. A
+    pid file left by a killed session is not one; this session then takes its cluster
+    down again."""
+    try:
+        pid = int((LOCAL_DIR / "slurmctld.pid").read_text().strip())
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmctld"
+    except (OSError, ValueError):
+        return False
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[LocalCluster]:
     if os.geteuid() != 0:
         _skip_or_fail("the local Slurm cluster needs root")
     if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
         _skip_or_fail("neither Slurm nor apt-get is available")
-    already_up = (LOCAL_DIR / "slurmctld.pid").exists()
+    already_up = _slurmctld_running()
     up = _run([str(REPO / "scripts" / "slurm-local-up")])
     if up.returncode != 0:
         _skip_or_fail(f"scripts/slurm-local-up failed: {up.stderr.strip()[-500:]}")

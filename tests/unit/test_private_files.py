@@ -69,6 +69,7 @@ def test_find_program_searches_the_path_in_order_and_only_executables(tmp_path):
     assert privatefiles.find_program("tool", search) == str(second / "tool")
     assert privatefiles.find_program("absent", search) is None
     assert privatefiles.find_program("sh", None) is not None  # os.defpath holds /bin
+    assert privatefiles.find_program("sh", "") is None  # an empty PATH finds nothing
 
 
 def test_survivors_answers_from_killpg_when_the_groups_are_empty_and_scans_otherwise():
