@@ -100,6 +100,7 @@ def run_figure(name: str, ctx: harness.Context) -> list[Row]:
 
 def measure(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     started = time.monotonic()
+    speed_at_start = machine.speed_check_ms()
     rows: list[Row] = []
     with harness.context(args.quick) as ctx:
         for i, name in enumerate(names, 1):
@@ -122,7 +123,7 @@ def measure(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "command": "python -m benchmarks"
         + (" --quick" if args.quick else "")
         + (f" --only {args.only}" if args.only else ""),
-        "machine": machine.describe(),
+        "machine": {**machine.describe(), "speed_check_ms": [speed_at_start, machine.speed_check_ms()]},
         "duration_s": round(time.monotonic() - started, 1),
         "rows": [r.to_json() for r in sorted(rows, key=lambda r: r.figure)],
         "notes": notes,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +51,34 @@ def describe() -> dict[str, Any]:
     }
 
 
+def speed_check_ms() -> float:
+    """How fast this machine runs Python right now: the median of 5 timings of a fixed
+    pure-Python loop. A shared VM's speed drifts by half from one hour to the next (its
+    neighbours, not our code); two runs' figures compare only beside their speed checks."""
+
+    def fixed_work() -> int:
+        total = 0
+        for i in range(1_000_000):
+            total += i * i % 7
+        return total
+
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fixed_work()
+        samples.append(time.perf_counter() - start)
+    return round(statistics.median(samples) * 1000, 1)
+
+
 def one_line(machine: dict[str, Any]) -> str:
-    return (
+    text = (
         f"{machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('memory_gib')} GiB RAM, "
         f"{machine.get('os')}, Python {machine.get('python')}, torch {machine.get('torch')}"
     )
+    speed = machine.get("speed_check_ms")
+    if speed:
+        text += (
+            f"; speed check (a fixed Python loop, lower is faster): {speed[0]} ms at the start, "
+            f"{speed[1]} ms at the end"
+        )
+    return text
