@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import os
 import shlex
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurm_ft import config, privatefiles, statedir
+from slurm_ft.cli.entry import collect_from_now_on
 from slurm_ft.cli.usage import UsageError, UsageParser
 from slurm_ft.exitcodes import ExitCode
 
@@ -609,20 +609,12 @@ def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``argv`` None: the real command. Its process then ends with ``os._exit`` once
-    everything is written and flushed: the interpreter's teardown (every module, the
-    store's threads, torch's when loaded: a second or more) only delays the batch
-    script, and even without torch it is a tenth of a trivial launch."""
+    """``argv`` None: the command line of this process (see :mod:`slurm_ft.cli.entry`
+    for how the console script starts and ends it)."""
     env = dict(os.environ)
     args = sys.argv[1:] if argv is None else argv
-    if argv is None:
-        gc.disable()  # start-up makes only objects that live as long as the process
     try:
-        code = _main(args, env)
-        if argv is None:
-            _flush_standard_streams()
-            os._exit(code)
-        return code
+        return _main(args, env)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
@@ -630,26 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     finally:
-        _collect_from_now_on()
-
-
-def _collect_from_now_on() -> None:
-    """Start-up makes modules, classes, settings and tables that live as long as the
-    process; the collector's passes over them while they are made (some 40 passes, about
-    5 ms of a trivial launch) find nothing. Paused until here, it freezes them out of
-    its way and collects what the cycles make."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
-
-
-def _flush_standard_streams() -> None:
-    """A closed reader (``| head``) must not turn a finished run into a failure."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+        collect_from_now_on()
 
 
 @dataclasses.dataclass
@@ -881,7 +854,7 @@ def _launch(cfg: Any) -> int:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     s = cfg.settings.applog
     events = EventLog(Path(s.launcher_log) if s.launcher_log else None, cfg.job.node_name, quiet=s.quiet)
-    _collect_from_now_on()
+    collect_from_now_on()  # the cycles' garbage is the collector's again
     try:
         ending = agent_mod.run(cfg, events)
     except agent_mod.BadInput as exc:

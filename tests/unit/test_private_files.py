@@ -1,5 +1,6 @@
-"""Private files and directories, the PATH search, and the survivor check's fast path:
-the launcher's replacements for tempfile, shutil and a scan of /proc (start-up time)."""
+"""Private files and directories, the PATH search, the survivor check's fast path and the
+commands' process life (start-up time: what replaced tempfile, shutil, a scan of /proc,
+the collector's passes over start-up objects and the interpreter's teardown)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import pytest
 
 from slurm_ft import privatefiles
+from slurm_ft.cli import entry
 from slurm_ft.cli import launch as launch_cli
 from slurm_ft.launch import survivors
 
@@ -88,7 +90,7 @@ def test_survivors_answers_from_killpg_when_the_groups_are_empty_and_scans_other
 def test_the_collector_resumes_with_start_up_objects_frozen():
     gc.disable()
     try:
-        launch_cli._collect_from_now_on()
+        entry.collect_from_now_on()
         assert gc.isenabled()
         assert gc.get_freeze_count() > 0
     finally:
@@ -102,20 +104,33 @@ def test_main_with_arguments_leaves_the_collector_on(tmp_path, capsys):
     assert "no training script given" in capsys.readouterr().err
 
 
-def test_the_real_command_flushes_its_output_and_exits_with_its_code(tmp_path):
-    """The command ends with os._exit: what it printed must still arrive, whole."""
+@pytest.mark.parametrize(
+    ("command", "args", "code", "last_line"),
+    [
+        ("launch", ["--dry-run", "--nproc-per-node", "2", "SCRIPT"], 0, "(MASTER_PORT, the cycle number"),
+        ("launch", ["--no-such-option", "SCRIPT"], 2, "slurm-ft-launch: error:"),
+        ("healthcheck", ["--checks", "storage", "--paths", "TMP"], 0, "node "),
+        ("healthcheck", ["--checks", "storage", "--paths", "TMP/absent"], 94, "node "),
+        ("progress", ["--help"], 0, "  -h, --help"),
+    ],
+)
+def test_a_console_script_flushes_its_output_and_exits_with_its_own_code(
+    tmp_path, command, args, code, last_line
+):
+    """The console scripts end with os._exit: what they printed must still arrive, whole."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["SLURM_FT_STATE_DIR"] = str(tmp_path / "state")
     script = tmp_path / "w.py"
     script.write_text("print('worker says hi')\n")
+    argv = [a.replace("SCRIPT", str(script)).replace("TMP", str(tmp_path)) for a in args]
     done = subprocess.run(
-        [sys.executable, "-m", "slurm_ft.cli.launch", "--dry-run", "--nproc-per-node", "2", str(script)],
+        [sys.executable, "-c", f"from slurm_ft.cli import entry; entry.{command}()", *argv],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.rstrip().endswith(
-        "(MASTER_PORT, the cycle number and the restart count change every cycle)"
-    )
+    assert done.returncode == code, done.stderr
+    output = (done.stdout + done.stderr).rstrip().splitlines()
+    assert output, "nothing arrived"
+    assert any(line.startswith(last_line) for line in output[-3:] + output[:8]), output
