@@ -7,7 +7,7 @@ are frozen out of its way. The end is ``os._exit`` once everything is written an
 standard streams are flushed: the interpreter's teardown (every module, the store's
 threads, torch's when loaded: a second or more) only delays the batch script, and even
 without torch it is a tenth of a trivial launch. ``python -m slurm_ft.cli.<command>``
-and in-process calls of ``main`` keep the ordinary interpreter life.
+ends the same way; in-process calls of ``main`` (tests) keep the ordinary interpreter life.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import gc
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 
@@ -44,19 +45,25 @@ def collect_from_now_on() -> None:
         gc.enable()
 
 
-def _run(module_name: str, *, resume_after_import: bool = True) -> NoReturn:
-    gc.disable()
+def finish(main: Callable[[], int]) -> NoReturn:
+    """Run a command's ``main`` as this process's whole life and end it without the
+    teardown (``python -m slurm_ft.cli.<command>`` comes here too)."""
     try:
-        command = importlib.import_module(module_name)
-        if resume_after_import:
-            collect_from_now_on()
-        code = command.main()
+        code = main()
     except SystemExit as stop:  # argparse's --help and its own exits
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
         if not isinstance(stop.code, int | None):
             print(stop.code, file=sys.stderr)
     _flush_standard_streams()
     os._exit(code)
+
+
+def _run(module_name: str, *, resume_after_import: bool = True) -> NoReturn:
+    gc.disable()
+    command = importlib.import_module(module_name)
+    if resume_after_import:
+        collect_from_now_on()
+    finish(command.main)
 
 
 def _flush_standard_streams() -> None:

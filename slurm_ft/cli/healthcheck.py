@@ -244,4 +244,6 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from slurm_ft.cli.entry import finish
+
+    finish(main)

@@ -887,4 +887,6 @@ def _internal_error(cfg: Any, error: str, details: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from slurm_ft.cli.entry import finish
+
+    finish(main)

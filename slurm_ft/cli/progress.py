@@ -474,4 +474,6 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from slurm_ft.cli.entry import finish
+
+    finish(main)

@@ -121,4 +121,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from slurm_ft.cli.entry import finish
+
+    finish(main)
