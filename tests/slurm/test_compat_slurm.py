@@ -74,8 +74,15 @@ def test_torchrun_and_ft_launcher_lines_train_on_two_nodes(slurm_cluster):
     run = f"{job.job_id}-a0"
     for rank in (0, 1):
         assert out.count(f"[RANK{rank}] world 2 group {rank} run {run}: trained 50 epochs") == 1, out
-    (cycle_log,) = (work / "logs").glob("ft_cycle*.log")
-    ft_log = cycle_log.read_text()
+    # This trainer is the tutorial's, unmodified: under torch 2.x a gloo rank that finished
+    # may still die of SIGABRT at interpreter exit (README, "gloo"), which the launcher
+    # restarts like any failure; the trainer then resumes from its snapshot. So one cycle,
+    # or a second one that resumed.
+    cycle_logs = sorted((work / "logs").glob("ft_cycle*.log"))
+    assert 1 <= len(cycle_logs) <= 2, cycle_logs
+    ft_log = cycle_logs[0].read_text()
     for rank in (0, 1):
         assert f"{rank}: [RANK{rank}] world 2 group {rank} run {run}: trained 50 epochs" in ft_log
+    if len(cycle_logs) == 2:
+        assert "resuming from snapshot" in cycle_logs[1].read_text(), cycle_logs[1].read_text()
     slurm_cluster.assert_no_user_processes()
