@@ -120,14 +120,16 @@ class Coordinator:
         with_spares = self.spares is not None
 
         def settled() -> bool | None:
-            if self.threads.lost_peers():
+            lost = self.threads.lost_peers()
+            if lost and not with_spares:
                 return True
             joined, unhealthy = self.client.join_counts(i)
-            lost = self.threads.lost_peers()
-            if with_spares:
-                return True if joined + len(lost) >= n else None
-            if lost:
-                return True
+            if with_spares:  # a lost launcher is replaced: every live one must be in the roster
+                if joined + len(lost) < n:
+                    return None
+                # A lost launcher may still join (it froze and thawed): count node ranks.
+                infos = self.client.join_records(i, n)
+                return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
             if joined < n and unhealthy == 0:
                 return None
             infos = self.client.join_records(i, n)  # the counters are hints; records are sealed

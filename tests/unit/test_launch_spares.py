@@ -64,6 +64,24 @@ def test_a_lost_active_launcher_is_replaced_by_the_spare_with_the_same_world_siz
     assert "cycle 1: standing by as a spare" in c.node(1).events()
 
 
+def test_node_0_waits_for_every_live_launcher_before_replacing_a_lost_one(tmp_path):
+    """Node 0 found a launcher lost and stopped its own worker at once; a peer whose worker
+    ignores SIGTERM joins a second later, and must still be in the next cycle (it was
+    decided without it, and so short of one more spare, before)."""
+    script = (
+        'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then [ "$NODE" = node2 ] && trap "" TERM; '
+        f"exec sleep 30; fi; {MARK}"
+    )
+    c = Cycle(tmp_path, 4, script, **SPARE1, **{"launch.failure_stop_grace": 1.0}).start()
+    wait_until(lambda: all(c.in_watch(k) for k in (0, 1, 2)), 10, message="active nodes watching")
+    lose(c, 1)
+    assert c.finish() == [0, 0, 0, 0]
+    assert sorted(ran(tmp_path, 1)) == ["node0", "node2", "node3"]
+    assert record(c, 1)["replacements"] == [
+        "node rank 1: node1 -> node3 (lost: launcher silent (heart-beat lost))"
+    ]
+
+
 def test_an_unhealthy_node_is_replaced_at_the_join(tmp_path):
     for name in ("node0", "node2"):
         (tmp_path / f"ok-{name}").mkdir()
