@@ -621,8 +621,6 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
-    finally:
-        collect_from_now_on()
 
 
 @dataclasses.dataclass
