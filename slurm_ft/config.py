@@ -33,6 +33,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class LaunchSettings:
+    """The launcher's ``launch:`` section: restarts, timeouts, rendezvous, placement."""
+
     nproc_per_node: str = "auto"
     max_restarts: int = 3
     monitor_interval: float = 5.0  # a fallback only: every event wakes the watch at once
@@ -64,6 +66,8 @@ class LaunchSettings:
 
 @dataclass
 class AppLogSettings:
+    """The ``applog:`` section: how the workers' output reaches the cycle file and the console."""
+
     prefix: str | None = None
     per_node: bool = False
     line_cap_bytes: int = 1024 * 1024
@@ -79,6 +83,9 @@ class AppLogSettings:
 
 @dataclass
 class HealthSettings:
+    """The ``health:`` section, shared by the launcher's pre-rendezvous check and
+    ``slurm-ft-healthcheck``."""
+
     checks: list[str] = field(default_factory=lambda: ["nic", "storage", "gpu"])
     deadline: float = 10.0
     nics: list[str] = field(default_factory=list)
@@ -99,6 +106,8 @@ class HealthSettings:
 
 @dataclass
 class ProgressSettings:
+    """The ``progress:`` section: the source the no-progress guard reads and when it stops a job."""
+
     checkpoint_iteration_file: str | None = None
     max_no_progress_cycles: int = 2
     min_progress_iterations: int = 1
@@ -123,6 +132,8 @@ class HangSettings:
 
 @dataclass
 class Settings:
+    """Every layer merged (defaults, YAML, environment, command line), validated once in ``cli/``."""
+
     state_dir: str | None = None
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     applog: AppLogSettings = field(default_factory=AppLogSettings)

@@ -41,6 +41,8 @@ class HostlistError(ValueError):
 
 @dataclass(frozen=True)
 class _Range:
+    """One numeric range of a hostlist bracket; ``width`` keeps zero padding (node001)."""
+
     lo: int
     hi: int
     width: int

@@ -26,8 +26,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_ft.hostlist import DEFAULT_MAX_HOSTS, HostlistError, compress, expand
-
 STANDALONE_ADDR = "127.0.0.1"
 
 _UINT_RE = re.compile(r"[0-9]+")
@@ -79,6 +77,8 @@ class SlurmJob:
     @property
     def hostlist(self) -> str:
         """The hosts as one compact Slurm hostlist expression."""
+        from slurm_ft.hostlist import compress
+
         return compress(self.hosts)
 
     @property
@@ -94,7 +94,7 @@ class SlurmJob:
         env: Mapping[str, str],
         hostname: str | None = None,
         *,
-        max_hosts: int = DEFAULT_MAX_HOSTS,
+        max_hosts: int | None = None,
     ) -> SlurmJob:
         """Read and cross-check the SLURM_* variables of ``env``.
 
@@ -196,7 +196,10 @@ def parse_tasks_per_node(name: str, value: str, max_nodes: int) -> tuple[int, ..
     return tuple(counts)
 
 
-def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int) -> SlurmJob:
+def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int | None) -> SlurmJob:
+    # hostlist loads here, in a Slurm job only: a standalone start never expands a list.
+    from slurm_ft.hostlist import DEFAULT_MAX_HOSTS, HostlistError, expand
+
     _uint(env, "SLURM_JOB_ID")
     job_id = env["SLURM_JOB_ID"]
 
@@ -233,7 +236,7 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
         )
 
     try:
-        hosts = tuple(expand(env[list_var], max_hosts=max_hosts))
+        hosts = tuple(expand(env[list_var], max_hosts=DEFAULT_MAX_HOSTS if max_hosts is None else max_hosts))
     except HostlistError as exc:
         raise SlurmEnvError(f"{list_var}={_clip(env[list_var])!r}: {exc}") from None
     if not hosts:

@@ -21,6 +21,8 @@ CYCLE_RECORD_STEM = "cycle"
 
 @dataclass(frozen=True)
 class StateDir:
+    """Where every state file lives: one home for the names the launcher, the guard and the report share."""
+
     path: Path
 
     @property

@@ -626,11 +626,12 @@ def main(argv: list[str] | None = None) -> int:
 @dataclasses.dataclass
 class Interpreted:
     """The command line read: argparse's namespace, torchrun's request, ft_launcher's
-    translation and the settings overrides they make (command-line layer)."""
+    translation (None: no ``--ft-*`` option) and the settings overrides they make
+    (command-line layer)."""
 
     ns: argparse.Namespace
     request: Request
-    ft: Translation
+    ft: Translation | None
     cli: dict[str, Any]
 
 
@@ -639,7 +640,7 @@ def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None)
     or the request, or raises UsageError/CompatError. ``read_yaml(path)`` loads the
     ``--ft-cfg-path`` file (default: yaml.safe_load of it)."""
     from slurm_ft.compat import argv as compat_argv
-    from slurm_ft.compat import ftlauncher, torchrun
+    from slurm_ft.compat import torchrun
 
     parser = build_parser()
     split = compat_argv.split(args, takes_value_table(parser))
@@ -660,16 +661,24 @@ def interpret(args: list[str], read_yaml: Callable[[str], object] | None = None)
             local_addr=ns.local_addr,
         )
     )
+    ft = _translate_ft(split.ft, read_yaml) if split.ft else None
+    cli = {**(ft.overrides if ft else {}), **request.overrides, **_cli_values(ns)}
+    return Interpreted(ns, request, ft, cli)
+
+
+def _translate_ft(
+    options: list[tuple[str, str | None]], read_yaml: Callable[[str], object] | None
+) -> Translation:
+    from slurm_ft.compat import ftlauncher
+
     section = None
-    cfg_path = ftlauncher.config_path(split.ft)
+    cfg_path = ftlauncher.config_path(options)
     if cfg_path is not None:
         doc = (read_yaml or _read_ft_yaml)(cfg_path)
         section = ftlauncher.find_section(doc)
         if section is None:
             raise UsageError(f"--ft-cfg-path {cfg_path}: no '{ftlauncher.YAML_SECTION}:' section in the file")
-    ft = ftlauncher.translate(split.ft, section, source=f"{cfg_path}: fault_tolerance")
-    cli = {**ft.overrides, **request.overrides, **_cli_values(ns)}
-    return Interpreted(ns, request, ft, cli)
+    return ftlauncher.translate(options, section, source=f"{cfg_path}: fault_tolerance")
 
 
 def _read_ft_yaml(path: str) -> object:
@@ -722,11 +731,13 @@ def _topology(it: Interpreted, env: Mapping[str, str]) -> SlurmJob:
 
 
 def _settings_for(it: Interpreted, env: Mapping[str, str], job: SlurmJob) -> config.Settings:
-    from slurm_ft.compat import ftlauncher, torchrun
+    from slurm_ft.compat import torchrun
 
     settings = config.load(env, it.ns.config, it.cli)
     extra: dict[str, Any] = {}
-    if (it.ft.checks_on or it.ft.checks_off) and it.ns.health_checks is None:
+    if it.ft is not None and (it.ft.checks_on or it.ft.checks_off) and it.ns.health_checks is None:
+        from slurm_ft.compat import ftlauncher
+
         extra["health.checks"] = ftlauncher.merge_checks(settings.health.checks, it.ft)
     port = torchrun.store_port(it.request, job)
     if port is not None:

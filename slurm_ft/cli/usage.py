@@ -22,8 +22,34 @@ class UsageError(Exception):
 
 
 class UsageParser(argparse.ArgumentParser):
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, told the width: left to find it, it imports ``shutil`` (and
+    with it bz2, lzma, fnmatch) on every command's start, not only for ``--help``."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=terminal_columns() - 2)
+
+
+def terminal_columns() -> int:
+    """``$COLUMNS``, else the terminal's width, else 80 (``shutil.get_terminal_size``'s rule)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:

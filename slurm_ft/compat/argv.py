@@ -13,14 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_ft.compat import ftlauncher
 from slurm_ft.launch.streams import looks_like_spec
 
 OPTIONAL_VALUE = ("--tee", "-t")
+FT_PREFIXES = ("--ft-", "--ft_")
+
+
+def is_ft_option(token: str) -> bool:
+    """ft_launcher's family; its table (``ftlauncher``) loads only for a command line that
+    has one, so a plain launch does not pay for it."""
+    return token.startswith(FT_PREFIXES)
 
 
 @dataclass
 class Split:
+    """The command line cut in two: what argparse reads and the ``--ft-*`` options it never sees."""
+
     launcher: list[str] = field(default_factory=list)  # for argparse: options, script, its args
     ft: list[tuple[str, str | None]] = field(default_factory=list)  # (as written, value)
 
@@ -37,7 +45,9 @@ def split(
             out.launcher.extend(argv[i:])
             return out
         name, eq, value = tok.partition("=")
-        if ftlauncher.is_ft_option(name):
+        if is_ft_option(name):
+            from slurm_ft.compat import ftlauncher
+
             if eq:
                 out.ft.append((name, value))
                 i += 1

@@ -55,6 +55,8 @@ Apply = Callable[[str, Value, Translation], None]
 
 @dataclass(frozen=True)
 class FtOption:
+    """One of ft_launcher's ``--ft-*`` options and what it becomes here."""
+
     name: str  # canonical: "rank-heartbeat-timeout" (the option is --ft-<name>)
     kind: Kind
     meaning: str  # what it does here, for the README table and messages
@@ -76,10 +78,6 @@ def canonical(option: str) -> str:
     name = option.lstrip("-").replace("_", "-")
     name = name[3:] if name.startswith("ft-") else name
     return name[6:] if name.startswith("param-") else name
-
-
-def is_ft_option(token: str) -> bool:
-    return token.startswith(("--ft-", "--ft_"))
 
 
 # -- value converters (messages name the option as written) ---------------------------

@@ -34,6 +34,8 @@ class PatternError(ValueError):
 
 @dataclass(frozen=True)
 class PortState:
+    """One RDMA port or Ethernet interface as sysfs showed it at one read."""
+
     key: str
     kind: PortKind
     up: bool
@@ -122,6 +124,9 @@ def net_interfaces(sysfs_root: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Selection:
+    """What the ``nics`` patterns chose, and the patterns that matched nothing (a typo must not pass
+    silently)."""
+
     rdma: tuple[str, ...]
     eth: tuple[str, ...]
     unmatched: tuple[str, ...]
@@ -191,6 +196,8 @@ def read_eth(sysfs_root: str, interface: str) -> PortState:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """Every selected port at one moment; the check and the monitor compare snapshots."""
+
     ports: tuple[PortState, ...]
     unmatched: tuple[str, ...]
     no_rdma: bool

@@ -30,6 +30,8 @@ class NicChange(str, Enum):
 
 @dataclass(frozen=True)
 class NicEvent:
+    """A port that changed during a cycle, and whether that ends the cycle."""
+
     port: str  # "mlx5_0/1" or an interface name
     change: NicChange
     detail: str

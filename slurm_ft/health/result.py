@@ -20,6 +20,8 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True)
 class Result:
+    """One check's answer, the one shape every check family returns."""
+
     name: str
     status: Status
     detail: str
@@ -43,6 +45,8 @@ class Result:
 
 @dataclass(frozen=True)
 class Report:
+    """All results of one node's run, in the order the checks ran."""
+
     results: tuple[Result, ...]
     node_name: str
     duration_s: float = 0.0

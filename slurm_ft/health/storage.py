@@ -47,6 +47,8 @@ _MAX_SYMLINKS = 40
 
 @dataclass(frozen=True)
 class Mount:
+    """One line of mountinfo that matters here: where, which filesystem, from where."""
+
     mountpoint: str
     fstype: str
     source: str
@@ -202,6 +204,8 @@ def lustre_health(sysfs_root: str, proc_root: str) -> Result | None:
 
 @dataclass
 class _Running:
+    """A probe child in flight, collected at the shared deadline."""
+
     name: str
     child: Child
     data: dict[str, object]

@@ -171,6 +171,8 @@ class _RankFile:
 
 @dataclass
 class _Stream:
+    """One worker pipe being read: its framer, its tee and what it has held back."""
+
     global_rank: int
     local_rank: int
     fd: int

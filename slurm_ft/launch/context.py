@@ -22,6 +22,8 @@ class BadInput(Exception):
 
 @dataclass(frozen=True)
 class AgentConfig:
+    """Everything a launcher is given, read and validated once in ``cli/launch``."""
+
     job: SlurmJob
     settings: Settings
     entry: Entry

@@ -45,6 +45,8 @@ class Detector(str, Enum):
 
 @dataclass(frozen=True)
 class Hang:
+    """A detector's finding: which ranks (none for job-wide ones) were silent for how long."""
+
     detector: Detector
     ranks: tuple[int, ...]  # () for the job-wide detectors
     seconds: float  # since the last sign of life the detector knows of
@@ -83,6 +85,8 @@ def parse_section_timeouts(entries: Iterable[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Limits:
+    """The hang settings in seconds, ``0`` for a detector that is off."""
+
     silence: float
     iteration: float
     heartbeat: float

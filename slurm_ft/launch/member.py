@@ -49,6 +49,8 @@ class WatchEndKind(Enum):
 
 @dataclass(frozen=True)
 class WatchEnd:
+    """Why this launcher's watch of a cycle ended, with the failure when there is one."""
+
     kind: WatchEndKind
     failure: Failure | None = None
     signum: int | None = None

@@ -93,6 +93,8 @@ def replaceable(failure: Failure | None) -> bool:
 
 @dataclass(frozen=True)
 class Verdict:
+    """Whether another cycle runs, and the exit code and reason when not."""
+
     run: bool
     exit_code: int = 0
     reason: str = ""

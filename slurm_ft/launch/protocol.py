@@ -50,6 +50,8 @@ KEY_ROOT = "slurm_ft"
 
 @dataclass(frozen=True)
 class Keys:
+    """The store's key table: one place names every key a launcher reads or writes."""
+
     run_id: str
     namespace: str = ""  # secret-derived (sealing.Sealer.namespace); "" without a secret
 
@@ -109,12 +111,16 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class Base:
+    """Fixed by node 0 once per run: where cycle numbers start and which run this is."""
+
     first_cycle: int
     run_uuid: str
 
 
 @dataclass(frozen=True)
 class JoinInfo:
+    """A launcher's join of one cycle: who it is and whether it can run workers."""
+
     node_rank: int
     node_name: str
     host: str
@@ -162,6 +168,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class CycleResult:
+    """Node 0's account of how a cycle ended, announced to every launcher."""
+
     outcome: CycleOutcome
     end_time: float
     first_failure: JsonDict | None = None

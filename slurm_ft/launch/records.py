@@ -108,6 +108,8 @@ class Failure:
 
 @dataclass
 class CycleRecord:
+    """``cycles/cycle<N>.json``: who ran cycle N and how it ended (``end_*`` filled at close)."""
+
     cycle: int
     attempt: int
     restart: int  # index of the cycle within this attempt == TORCHELASTIC_RESTART_COUNT

@@ -34,6 +34,8 @@ class Why(str, Enum):
 
 @dataclass(frozen=True)
 class Retired:
+    """Why a node stopped being a candidate for work."""
+
     why: Why
     detail: str
 

@@ -20,6 +20,8 @@ PROC = "/proc"
 
 @dataclass(frozen=True)
 class Survivor:
+    """A process still alive after the kill: what the kernel says it is waiting on."""
+
     pid: int
     state: str  # /proc/<pid>/stat's state letter: D, S, Z, ...
     wchan: str  # kernel function it sleeps in ("" when unknown)

@@ -156,6 +156,8 @@ def worker_env(
 
 @dataclass(frozen=True)
 class WorkerExit:
+    """How one worker ended, taken at the moment its pidfd said so."""
+
     rank: int
     local_rank: int
     pid: int
@@ -209,6 +211,8 @@ def _make_preexec(launcher_pid: int) -> Callable[[], None]:
 
 @dataclass
 class Worker:
+    """A running worker: its process and the pidfd the watch blocks on."""
+
     local_rank: int
     rank: int
     proc: subprocess.Popen[bytes]
@@ -312,6 +316,8 @@ class WorkerGroup:
 
 @dataclass(frozen=True)
 class WorkerSpec:
+    """Everything needed to start one worker, decided before any starts."""
+
     local_rank: int
     rank: int
     argv: tuple[str, ...]

@@ -57,6 +57,8 @@ class SourceError(ValueError):
 
 @dataclass(frozen=True)
 class SourceSpec:
+    """A configured progress source, parsed: its kind, its path, the pattern of a ``log:`` source."""
+
     kind: str
     path: str
     pattern: str | None = None
