@@ -1,0 +1,103 @@
+"""What a command loads before it does its work: only what this command line and this job
+need. Each module left out is start-up time on every launch and every health check
+(README "Benchmarks", issue 19); these tests keep them out and check that the features
+behind them still work when asked for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from slurm_ft.cli import launch as launch_cli
+from slurm_ft.cli.usage import UsageParser, terminal_columns
+from slurm_ft.slurm import SlurmJob
+
+
+def _loaded_after(code: str, env_extra: dict[str, str] | None = None) -> set[str]:
+    """The slurm_ft and stdlib modules a fresh interpreter holds after ``code``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "COLUMNS"))}
+    env.update(env_extra or {})
+    probe = code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(done.stdout.split())
+
+
+def test_a_plain_launch_start_loads_neither_shutil_nor_ft_launcher_nor_hostlist(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    loaded = _loaded_after(
+        textwrap.dedent(
+            f"""
+            from slurm_ft.cli import launch
+            it = launch.interpret([{str(script)!r}])
+            job = launch._topology(it, {{}})
+            launch._settings_for(it, {{}}, job)
+            """
+        )
+    )
+    assert "slurm_ft.compat.torchrun" in loaded  # the probe did reach the command line's reading
+    assert not {"shutil", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
+
+
+def test_a_health_check_start_does_not_load_shutil(tmp_path):
+    loaded = _loaded_after(
+        "from slurm_ft.cli import healthcheck\n"
+        f"healthcheck.main(['--checks', 'storage', '--paths', {str(tmp_path)!r}])\n"
+    )
+    assert "slurm_ft.health.storage" in loaded
+    assert "shutil" not in loaded
+
+
+def test_ft_options_still_load_their_table_and_translate(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    plain = launch_cli.interpret([str(script)])
+    assert plain.ft is None
+    ft = launch_cli.interpret(["--ft-rank-heartbeat-timeout", "30", str(script)])
+    assert ft.ft is not None
+    assert ft.cli["hang.rank_heartbeat_timeout"] == 30.0
+    assert "slurm_ft.compat.ftlauncher" in sys.modules
+
+
+def test_slurm_jobs_still_expand_their_node_list():
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": "node[001-003]",
+        "SLURM_JOB_NUM_NODES": "3",
+        "SLURM_NODEID": "1",
+        "SLURMD_NODENAME": "node002",
+    }
+    job = SlurmJob.from_env(env)
+    assert job.hosts == ("node001", "node002", "node003")
+    assert job.hostlist == "node[001-003]"
+    with pytest.raises(Exception, match="hosts"):
+        SlurmJob.from_env(env, max_hosts=2)
+
+
+def _widest_help_line(help_text: str) -> int:
+    parser = UsageParser(prog="x")
+    parser.add_argument("--flag", help=help_text)
+    return max(len(line) for line in parser.format_help().splitlines())
+
+
+def test_help_is_as_wide_as_columns_says(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    assert terminal_columns() == 60
+    assert _widest_help_line("word " * 40) <= 60
+    monkeypatch.setenv("COLUMNS", "140")
+    assert 100 < _widest_help_line("word " * 40) <= 140
+    monkeypatch.setenv("COLUMNS", "not-a-number")
+    assert terminal_columns() > 0
+
+
+def test_without_columns_or_a_terminal_help_is_80_wide(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "__stdout__", None)
+    assert terminal_columns() == 80
+    assert 60 < _widest_help_line("word " * 40) <= 80
