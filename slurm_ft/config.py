@@ -10,9 +10,12 @@ Environment names mirror the YAML path: ``slurm_ft.launch.max_restarts`` is
 ``SLURM_FT_LAUNCH_MAX_RESTARTS``; top-level keys drop the section (``SLURM_FT_STATE_DIR``).
 Variables that do not start with a known section prefix are left alone, because the
 launcher itself exports ``SLURM_FT_CYCLE`` and friends to workers.
-"""
 
-from __future__ import annotations
+Unlike the other modules, this one evaluates its annotations when the classes are made
+(no ``from __future__ import annotations``): the coercion reads the field types at every
+start, and string annotations would have ``typing.get_type_hints`` compile each of them
+again (some 70 small compilations, a few ms of every command's start).
+"""
 
 import dataclasses
 import types

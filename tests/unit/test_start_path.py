@@ -101,3 +101,17 @@ def test_without_columns_or_a_terminal_help_is_80_wide(monkeypatch):
     monkeypatch.setattr(sys, "__stdout__", None)
     assert terminal_columns() == 80
     assert 60 < _widest_help_line("word " * 40) <= 80
+
+
+def test_settings_types_are_read_from_evaluated_annotations():
+    """config reads its field types at every start; string annotations would make
+    typing.get_type_hints compile each of them again (config.py's module docstring)."""
+    from typing import Literal
+
+    from slurm_ft import config
+
+    for section in (config.Settings, config.LaunchSettings, config.HealthSettings):
+        assert not any(isinstance(tp, str) for tp in section.__annotations__.values())
+    assert config.KEY_TYPES["launch.max_restarts"] is int
+    assert config.KEY_TYPES["health.nic_mode"] == Literal["absolute", "transition"]
+    assert config.apply(config.Settings(), {"launch.max_restarts": "7"}).launch.max_restarts == 7
