@@ -157,6 +157,11 @@ class CycleWorkers:
             for fd in {*outs.values(), *errs.values()} - {None}:
                 assert fd is not None
                 os.close(fd)
+        if i == 0 and any(w.pidfd < 0 for w in group.workers):
+            events.event(
+                "this kernel gives no pidfds (Linux < 5.3, or a seccomp filter): "
+                f"worker exits are looked for every {wk.EXIT_POLL_S:g} s"
+            )
         return cls(cfg, cycle, group, app, events, files)
 
     @property

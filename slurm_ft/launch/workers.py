@@ -9,12 +9,16 @@ SIGKILL cannot clean up, and the kernel does it instead. PDEATHSIG fires when th
 
 Waiting is done on pidfds with ``select.poll`` so the launcher sleeps in the kernel while
 workers train (CPU well below 1% of a core) and still wakes the moment one of them exits.
+A kernel without ``pidfd_open`` (Linux before 5.3: RHEL/Rocky 8's 4.18, Ubuntu 18.04's
+4.15) or a seccomp filter that refuses it gives no such fd: the wait then looks for exits
+every ``EXIT_POLL_S`` instead, the way launchers without pidfds always do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -28,6 +32,8 @@ from slurm_ft.launch.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
 PR_SET_PDEATHSIG = 1
+EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
+_NO_PIDFD_ERRNOS = (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL)
 PR_SET_CHILD_SUBREAPER = 36
 
 TORCHRUN_ROLE_NAME = "default"
@@ -216,7 +222,7 @@ class Worker:
     local_rank: int
     rank: int
     proc: subprocess.Popen[bytes]
-    pidfd: int
+    pidfd: int  # -1: the kernel gave none (see the module doc)
     exit: WorkerExit | None = None
 
     @property
@@ -242,21 +248,19 @@ class WorkerGroup:
         return all(w.exit is not None and w.exit.ok for w in self.workers)
 
     def wait(self, timeout: float, extra_fds: Iterable[int] = ()) -> list[WorkerExit]:
-        """Sleep until a worker exits, an extra fd is readable, or ``timeout``; reap exits."""
-        poller = select.poll()
-        by_fd = {}
-        for w in self.running():
-            poller.register(w.pidfd, select.POLLIN)
-            by_fd[w.pidfd] = w
-        for fd in extra_fds:
-            poller.register(fd, select.POLLIN)
-        try:
-            ready = poller.poll(max(0, int(timeout * 1000)))
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
-            ready = []
-        if not any(fd in by_fd for fd, _ in ready):
-            return []
-        return self.reap()
+        """Sleep until a worker exits, an extra fd is readable, or ``timeout``; reap exits.
+        Workers without a pidfd (see the module doc) are looked for every ``EXIT_POLL_S``
+        within the same sleep, so the caller's duties keep their own pace."""
+        extra = list(extra_fds)
+        deadline = time.monotonic() + timeout
+        while True:
+            running = self.running()
+            unwatched = any(w.pidfd < 0 for w in running)
+            left = max(0.0, deadline - time.monotonic())
+            exited, extra_ready = _poll(running, extra, min(left, EXIT_POLL_S) if unwatched else left)
+            exits = self.reap() if exited or unwatched else []
+            if exits or extra_ready or not unwatched or time.monotonic() >= deadline:
+                return exits
 
     def reap(self) -> list[WorkerExit]:
         """Collect every worker that has exited, lowest rank first."""
@@ -271,8 +275,9 @@ class WorkerGroup:
             code, sig = exit_from_status(status)
             w.proc.returncode = code if code is not None else -1
             w.exit = WorkerExit(w.rank, w.local_rank, w.pid, code, sig, time.time())
-            with contextlib.suppress(OSError):
-                os.close(w.pidfd)
+            if w.pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(w.pidfd)
             w.pidfd = -1
             new.append(w.exit)
         return new
@@ -384,11 +389,38 @@ def spawn(
                     preexec_fn=preexec,
                     close_fds=True,
                 )
-            group.workers.append(Worker(spec.local_rank, spec.rank, proc, os.pidfd_open(proc.pid)))
+            group.workers.append(Worker(spec.local_rank, spec.rank, proc, open_pidfd(proc.pid)))
     except BaseException:
         group.kill_now()
         raise
     return group
+
+
+def _poll(running: Sequence[Worker], extra: Sequence[int], timeout: float) -> tuple[bool, bool]:
+    """One sleep on the workers' pidfds and ``extra``: (a worker exited, an extra fd is ready)."""
+    poller = select.poll()
+    pidfds = {w.pidfd for w in running if w.pidfd >= 0}
+    for fd in (*pidfds, *extra):
+        poller.register(fd, select.POLLIN)
+    try:
+        ready = poller.poll(max(0, int(timeout * 1000)))
+    except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
+        ready = []
+    fds = {fd for fd, _ in ready}
+    return bool(fds & pidfds), bool(fds - pidfds)
+
+
+def open_pidfd(pid: int) -> int:
+    """A pidfd for ``pid``, or -1 where the kernel has none to give (see the module doc)."""
+    opener: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return -1
+    try:
+        return opener(pid)
+    except OSError as exc:
+        if exc.errno in _NO_PIDFD_ERRNOS:
+            return -1
+        raise
 
 
 def orphaned_children(self_pid: int) -> list[int]:

@@ -81,6 +81,7 @@ class SimJob:
     marker: str = field(default_factory=procs.new_marker)
     port: int = field(default_factory=free_port)
     nodes: list[Node] = field(default_factory=list)
+    launch: list[str] = field(default_factory=lambda: list(LAUNCH))
 
     @property
     def state(self) -> Path:
@@ -98,7 +99,7 @@ class SimJob:
             env.update(self.extra_env)
             env[procs.MARKER_VAR] = self.marker
             args = [
-                *LAUNCH,
+                *self.launch,
                 "--rdzv-port",
                 str(self.port),
                 "--state-dir",

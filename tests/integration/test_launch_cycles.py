@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.integration.launch_cluster import ECHO, SimJob
@@ -169,3 +172,34 @@ def test_cycle_numbers_continue_across_requeues(tmp_path):
         assert (tmp_path / "state" / "cycles" / "cycle2.json").exists()
     finally:
         second.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_without_pidfds_still_restarts_and_finishes(tmp_path):
+    """No pidfd_open (tests/integration/no_pidfd_launch.py): exits are looked for instead of
+    waited on, and the job runs as anywhere else: a crash, a restart, a success, one line
+    saying so, nothing left behind."""
+    no_pidfd = [sys.executable, str(Path(__file__).with_name("no_pidfd_launch.py"))]
+    job = SimJob(
+        tmp_path,
+        2,
+        BASE,
+        echo(tmp_path, "--crash-rank", "2", "--crash-restart", "0", "--record", "--sync"),
+        launch=no_pidfd,
+    ).start()
+    try:
+        assert job.wait(90) == [0, 0], job.dump()
+        assert sorted(s["rank"] for s in job.starts() if s["restart"] == 1) == [0, 1, 2, 3]
+        rec0 = job.cycle_record(0)
+        assert (rec0["outcome"], rec0["first_failure"]["rank"], rec0["first_failure"]["exit_code"]) == (
+            "failed",
+            2,
+            3,
+        )
+        assert job.cycle_record(1)["outcome"] == "succeeded"
+        for k in range(2):
+            err = job.node(k).err()
+            assert err.count("this kernel gives no pidfds") == 1, err
+        job.assert_no_orphans()
+    finally:
+        job.kill()
