@@ -8,12 +8,14 @@ else
   VENV="${SLURM_FT_VENV:-$ROOT/.venv}"
 fi
 
-# apt_install demo|test: the tests also need chromium (it renders the report's SVG).
+# apt_install demo|test: the tests also need chromium (it renders the report's SVG) and
+# valgrind (the benchmarks' instruction counts).
 apt_install() {
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 0
   local missing=()
   if [ "$1" = test ]; then
     command -v chromium >/dev/null || missing+=(chromium)
+    command -v valgrind >/dev/null || missing+=(valgrind)
   fi
   command -v slurmctld >/dev/null || missing+=(slurmctld)
   command -v slurmd >/dev/null || missing+=(slurmd)
