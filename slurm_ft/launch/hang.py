@@ -248,7 +248,10 @@ class NodeWatch:
         every :attr:`Limits.period`), heart-beat, or entered or left a section."""
         now = self._clock()
         with self._lock:
-            if now >= self._next_sample:
+            # The watch looks once a period, give or take a millisecond: with the next look
+            # due a full period after this one, a look a hair early was skipped and the
+            # sample lagged a whole period (hang latency 0.24 s or 0.43 s by chance).
+            if now >= self._next_sample - self.limits.period / 2:
                 self._next_sample = now + self.limits.period
                 for rank, pid in self._pids.items():
                     count = bytes_written(pid)

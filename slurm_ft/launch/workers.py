@@ -253,13 +253,14 @@ class WorkerGroup:
         within the same sleep, so the caller's duties keep their own pace."""
         extra = list(extra_fds)
         deadline = time.monotonic() + timeout
+        left = timeout
         while True:
             running = self.running()
             unwatched = any(w.pidfd < 0 for w in running)
-            left = max(0.0, deadline - time.monotonic())
             exited, extra_ready = _poll(running, extra, min(left, EXIT_POLL_S) if unwatched else left)
             exits = self.reap() if exited or unwatched else []
-            if exits or extra_ready or not unwatched or time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if exits or extra_ready or not unwatched or left <= 0:
                 return exits
 
     def reap(self) -> list[WorkerExit]:
