@@ -14,7 +14,7 @@ import pytest
 
 from slurm_ft.cli import launch as launch_cli
 from slurm_ft.cli.usage import UsageParser, terminal_columns
-from slurm_ft.slurm import SlurmJob
+from slurm_ft.slurm import SlurmEnvError, SlurmJob
 
 
 def _loaded_after(code: str, env_extra: dict[str, str] | None = None) -> set[str]:
@@ -76,7 +76,7 @@ def test_slurm_jobs_still_expand_their_node_list():
     job = SlurmJob.from_env(env)
     assert job.hosts == ("node001", "node002", "node003")
     assert job.hostlist == "node[001-003]"
-    with pytest.raises(Exception, match="hosts"):
+    with pytest.raises(SlurmEnvError, match="hosts"):
         SlurmJob.from_env(env, max_hosts=2)
 
 
