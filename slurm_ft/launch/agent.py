@@ -236,7 +236,8 @@ class Agent:
             f"MASTER_PORT {decision.master_port}"
         )
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
-        self.workers = CycleWorkers.start(cfg, i, cycle, decision, self.ev, self._run_dir)
+        first = self.run.cycles_run == 1
+        self.workers = CycleWorkers.start(cfg, i, cycle, decision, self.ev, self._run_dir, first=first)
         self.books.flush()
         return self.workers
 

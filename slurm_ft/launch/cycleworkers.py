@@ -125,9 +125,19 @@ class CycleWorkers:
 
     @classmethod
     def start(
-        cls, cfg: AgentConfig, i: int, cycle: int, d: Decision, events: EventLog, run_dir: Path
+        cls,
+        cfg: AgentConfig,
+        i: int,
+        cycle: int,
+        d: Decision,
+        events: EventLog,
+        run_dir: Path,
+        *,
+        first: bool = False,
     ) -> CycleWorkers:
-        """Spawn the node's workers; a spawn never leaves half a group or an open log behind."""
+        """Spawn the node's workers; a spawn never leaves half a group or an open log behind.
+        ``first``: this launcher's first workers (what a kernel without pidfds changes is
+        said then, once)."""
         python = cfg.entry.kind != "command"
         files = {rank: RankFiles.fresh(run_dir, rank, python) for rank in cfg.topo.ranks}
         specs = _specs(cfg, i, cycle, d, files)
@@ -157,7 +167,7 @@ class CycleWorkers:
             for fd in {*outs.values(), *errs.values()} - {None}:
                 assert fd is not None
                 os.close(fd)
-        if i == 0 and any(w.pidfd < 0 for w in group.workers):
+        if first and any(w.pidfd < 0 for w in group.workers):
             events.event(
                 "this kernel gives no pidfds (Linux < 5.3, or a seccomp filter): "
                 f"worker exits are looked for every {wk.EXIT_POLL_S:g} s"
