@@ -32,9 +32,9 @@ from slurm_ft.launch.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
 _NO_PIDFD_ERRNOS = (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL)
-PR_SET_CHILD_SUBREAPER = 36
 
 TORCHRUN_ROLE_NAME = "default"
 
@@ -162,7 +162,7 @@ def worker_env(
 
 @dataclass(frozen=True)
 class WorkerExit:
-    """How one worker ended, taken at the moment its pidfd said so."""
+    """How one worker ended, taken when the wait saw it (its pidfd, or the next look)."""
 
     rank: int
     local_rank: int
@@ -217,7 +217,7 @@ def _make_preexec(launcher_pid: int) -> Callable[[], None]:
 
 @dataclass
 class Worker:
-    """A running worker: its process and the pidfd the watch blocks on."""
+    """A running worker: its process and the pidfd the watch blocks on (when the kernel gives one)."""
 
     local_rank: int
     rank: int
