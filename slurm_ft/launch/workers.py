@@ -308,6 +308,7 @@ class WorkerGroup:
             left = deadline - time.monotonic()
             stuck = survivors.in_groups(self.pids)
             if not stuck or left <= 0:
+                self.reap()  # a leader that died since the look above is a zombie: no survivor
                 self.stuck = bool(stuck)
                 return stuck
             self.wait(min(left, 0.1))
