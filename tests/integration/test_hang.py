@@ -115,7 +115,9 @@ HANG_GLOO = Path(__file__).with_name("hang_gloo.py")
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     ("detector", "flags"),
-    [("silence", ["--hang-timeout", "4"]), ("heartbeat", ["--rank-heartbeat-timeout", "4"])],
+    # Silence counts from the workers' start, and three ranks importing torch on two loaded
+    # CPUs write nothing for up to ~6 s: a shorter timeout fired while rank 0 was importing.
+    [("silence", ["--hang-timeout", "10"]), ("heartbeat", ["--rank-heartbeat-timeout", "4"])],
 )
 def test_gloo_rank_missing_from_an_all_reduce_is_found(tmp_path, detector, flags):
     """Three ranks: rank 1 never joins the all-reduce ranks 0 and 2 are blocked in."""

@@ -76,13 +76,13 @@ def test_torchrun_and_ft_launcher_lines_train_on_two_nodes(slurm_cluster):
         assert out.count(f"[RANK{rank}] world 2 group {rank} run {run}: trained 50 epochs") == 1, out
     # This trainer is the tutorial's, unmodified: under torch 2.x a gloo rank that finished
     # may still die of SIGABRT at interpreter exit (README, "gloo"), which the launcher
-    # restarts like any failure; the trainer then resumes from its snapshot. So one cycle,
-    # or a second one that resumed.
+    # restarts like any failure; the trainer then resumes from its snapshot, and may die the
+    # same way again. So one cycle, then at most --max-restarts=3 more, each one resumed.
     cycle_logs = sorted((work / "logs").glob("ft_cycle*.log"))
-    assert 1 <= len(cycle_logs) <= 2, cycle_logs
+    assert 1 <= len(cycle_logs) <= 4, cycle_logs
     ft_log = cycle_logs[0].read_text()
     for rank in (0, 1):
         assert f"{rank}: [RANK{rank}] world 2 group {rank} run {run}: trained 50 epochs" in ft_log
-    if len(cycle_logs) == 2:
-        assert "resuming from snapshot" in cycle_logs[1].read_text(), cycle_logs[1].read_text()
+    for later in cycle_logs[1:]:
+        assert "resuming from snapshot" in later.read_text(), later.read_text()
     slurm_cluster.assert_no_user_processes()
