@@ -34,6 +34,7 @@ from slurm_ft.topology.apply import inherited_by_children
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
+SETPRIV_MAX_BYTES = 4 << 20  # util-linux setpriv is ~80 KB; anything far larger is not it
 _NO_PIDFD_ERRNOS = (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL)
 
 TORCHRUN_ROLE_NAME = "default"
@@ -339,16 +340,22 @@ def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
     ``Popen(preexec_fn=...)`` forces a full ``fork`` of the launcher, which with torch
     loaded costs ~30 ms per worker (page tables), on the restart's critical path. Without
     ``preexec_fn`` Python uses ``vfork`` (~0.3 ms); util-linux ``setpriv --pdeathsig``
-    then sets PR_SET_PDEATHSIG and execs the worker, which keeps it across ``exec``. Older
-    setpriv builds lack the option: then the launcher falls back to ``preexec_fn``.
+    then sets PR_SET_PDEATHSIG and execs the worker, which keeps it across ``exec``.
+
+    Builds before util-linux 2.33 lack the option: then the launcher falls back to
+    ``preexec_fn``. Whether this one has it is read from the program itself (the option's
+    name is in its option table): running ``setpriv --help`` cost every launch a process
+    and ~1.3 ms before its first worker. A multi-call binary (busybox's ``setpriv`` has no
+    such option) is never taken for util-linux's.
     """
-    if not setpriv:
+    if not setpriv or os.path.basename(os.path.realpath(setpriv)) != "setpriv":
         return ()
     try:
-        probe = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
+        with open(setpriv, "rb") as program:
+            body = program.read(SETPRIV_MAX_BYTES)
+    except OSError:
         return ()
-    if "--pdeathsig" not in probe.stdout:
+    if b"pdeathsig" not in body or not os.access(setpriv, os.X_OK):
         return ()
     return (setpriv, "--pdeathsig", "SIGKILL", "--")
 
