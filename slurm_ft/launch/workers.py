@@ -34,7 +34,7 @@ from slurm_ft.topology.apply import inherited_by_children
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
-SETPRIV_MAX_BYTES = 4 << 20  # util-linux setpriv is ~80 KB; anything far larger is not it
+SETPRIV_MAX_BYTES = 4 << 20  # how much of setpriv is read for its option table (util-linux: ~80 KB)
 _NO_PIDFD_ERRNOS = (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL)
 
 TORCHRUN_ROLE_NAME = "default"
