@@ -348,14 +348,18 @@ def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
     and ~1.3 ms before its first worker. A multi-call binary (busybox's ``setpriv`` has no
     such option) is never taken for util-linux's.
     """
-    if not setpriv or os.path.basename(os.path.realpath(setpriv)) != "setpriv":
+    if (
+        not setpriv
+        or os.path.basename(os.path.realpath(setpriv)) != "setpriv"
+        or not os.access(setpriv, os.X_OK)
+    ):
         return ()
     try:
         with open(setpriv, "rb") as program:
             body = program.read(SETPRIV_MAX_BYTES)
     except OSError:
         return ()
-    if b"pdeathsig" not in body or not os.access(setpriv, os.X_OK):
+    if b"pdeathsig" not in body:
         return ()
     return (setpriv, "--pdeathsig", "SIGKILL", "--")
 
