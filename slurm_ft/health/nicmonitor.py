@@ -102,12 +102,20 @@ class NicMonitor:
         return {key: port.up for key, port in self._last.items()}
 
     def rebase(self, now: float) -> None:
-        """Take the ports as they are now as the reference, reporting nothing; counters stay.
-
-        For the start of each watch phase: what happened while workers were stopped is the
-        pre-join health check's business, not a failure of the new cycle.
+        """Take the ports as they are now as the reference; counters stay. For the start of
+        each watch phase: what happened while workers were stopped (a flap, a port that went
+        down and came back) is the pre-join health check's business, not a failure of the
+        new cycle. A port that was up at the last look and is down or gone now is the
+        exception: it keeps its old reference, so the first sample reports it. It may have
+        gone down after that check, during the join and the spawn (or with no check before
+        this join at all), and the new cycle's workers would otherwise train over a dead
+        link that the monitor had taken for normal.
         """
-        self._last = self._read()
+        current = self._read()
+        lost = {
+            key: old for key, old in self._last.items() if old.up and not (key in current and current[key].up)
+        }
+        self._last = {**current, **lost}
         for key in self._last:
             self.down_total.setdefault(key, 0)
         self._next = now + self._interval

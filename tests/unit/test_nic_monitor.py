@@ -91,6 +91,26 @@ def test_rebase_forgets_changes_between_cycles_but_keeps_the_counts(tmp_path):
     assert mon.up() == {"mlx5_0/1": True}
 
 
+def test_a_port_lost_before_the_watch_starts_is_reported_at_its_first_sample(tmp_path):
+    """Down after the pre-join check (during the join and the spawn): not a new normal."""
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1)
+    fake_sysfs.ib_port(tmp_path, "mlx5_1", 1)
+    fake_sysfs.ib_port(tmp_path, "mlx5_9", 1, state="DOWN", phys="Disabled")  # down since boot
+    mon = monitor(tmp_path)
+    fake_sysfs.ib_port(tmp_path, "mlx5_0", 1, state="DOWN", phys="Polling", link_downed=1)
+    shutil.rmtree(tmp_path / "class" / "infiniband" / "mlx5_1")
+    mon.rebase(200.0)
+    events = mon.sample(205.0)
+    assert [(e.port, e.change, e.fatal) for e in events] == [
+        ("mlx5_0/1", NicChange.DOWN, True),
+        ("mlx5_1/1", NicChange.GONE, True),
+    ]
+    assert mon.down_total == {"mlx5_0/1": 1, "mlx5_1/1": 1, "mlx5_9/1": 0}
+    assert mon.sample(210.0) == [], "reported once"
+    mon.rebase(300.0)
+    assert mon.sample(305.0) == [], "still down at the next watch: already reported"
+
+
 def test_settings_turn_the_monitor_on(tmp_path):
     fake_sysfs.ib_port(tmp_path, "mlx5_0", 1)
     fake_sysfs.ib_port(tmp_path, "mlx5_1", 1)
