@@ -2,7 +2,7 @@
 
 What is simulated (say it in the table): node 0 is one process hosting a real TCPStore;
 the other N-1 launchers are threads of peer processes (at most 32 per process), each with
-its own connection, all running the real ``slurm_ft.launch.client`` calls and
+its own connection, all running the real ``slurm_ft.launch.rendezvous.client`` calls and
 the real ``policy.decide`` policy; no health checks, no workers, no files (see
 ``workers/rdzv_sim.py``). 256 full launcher processes, each importing torch, would take
 minutes of CPU on this machine.

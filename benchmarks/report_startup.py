@@ -39,8 +39,8 @@ def _env() -> dict[str, str]:
 def make_history(path: Path) -> None:
     """A job that failed every few cycles and was requeued four times."""
     from slurm_ft import atomicfile
-    from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
     from slurm_ft.progress import CycleEntry, Ledger, save_ledger
+    from slurm_ft.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
     from slurm_ft.statedir import StateDir
 
     state = StateDir(path)

@@ -283,7 +283,7 @@ def validate(settings: Settings) -> None:
         )
     applog = settings.applog
     if applog.prefix is not None:
-        from slurm_ft.launch.applog import check_prefix
+        from slurm_ft.launch.output.applog import check_prefix
 
         try:
             check_prefix(applog.prefix)
@@ -300,7 +300,7 @@ def validate(settings: Settings) -> None:
         raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
     for key in ("redirects", "tee_streams"):
         if getattr(applog, key) != "0":  # the default needs no parser (and no import at start-up)
-            from slurm_ft.launch.streams import StdSpecError, parse_std
+            from slurm_ft.launch.output.streams import StdSpecError, parse_std
 
             try:
                 parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")

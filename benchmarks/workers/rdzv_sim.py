@@ -3,7 +3,7 @@
 Node 0 runs in its own process ("host": the TCPStore host and node 0's decision); the
 other launchers are threads of a few "peers" processes (at most 32 threads each), each
 thread with its own TCPStore connection. Every launcher makes the real
-``slurm_ft.launch.client.Client`` calls of one cycle: ``join``; node 0 then polls
+``slurm_ft.launch.rendezvous.client.Client`` calls of one cycle: ``join``; node 0 then polls
 ``join_counts``, reads ``join_records``, asks the real ``policy.decide`` and calls
 ``publish_decision``; the others ``wait_decision``. Node 0's polling loop mirrors the
 agent's (2 ms growing by 1.5x to 250 ms; peers' decision poll capped at 250 ms), because
@@ -41,11 +41,11 @@ import time
 
 import torch.distributed as dist
 
-from slurm_ft.launch import protocol as proto
 from slurm_ft.launch import spares as spares_mod
-from slurm_ft.launch.client import Client
 from slurm_ft.launch.policy import decide
-from slurm_ft.launch.workers import Topology
+from slurm_ft.launch.rendezvous import protocol as proto
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.workers.process import Topology
 
 OP_TIMEOUT = 120.0
 DECISION_POLL_CAP = 0.25

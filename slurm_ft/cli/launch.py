@@ -497,7 +497,7 @@ def _health_enabled(checks: Sequence[str]) -> bool:
 
 
 def _entry(ns: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Any:
-    from slurm_ft.launch.workers import Entry
+    from slurm_ft.launch.workers.process import Entry
 
     args = tuple(ns.args)
     if ns.module:
@@ -529,7 +529,7 @@ def _check_state_dir(path: Path) -> None:
 
 def _dry_run(cfg: Any, out: Any, placement: Plan | None, secret_note: str) -> None:
     from slurm_ft.launch import cyclecount
-    from slurm_ft.launch import workers as wk
+    from slurm_ft.launch.workers import process as wk
 
     job, topo = cfg.job, cfg.topo
     cycle = cyclecount.read_next_cycle(cfg.state)  # what node 0 would publish now
@@ -751,7 +751,7 @@ def _settings_for(it: Interpreted, env: Mapping[str, str], job: SlurmJob) -> con
 
 def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Settings:
     """Per-rank files wanted: an absolute log dir (default <state dir>/logs)."""
-    from slurm_ft.launch import streams
+    from slurm_ft.launch.output import streams
 
     a = settings.applog
     if not streams.rules_for(a).rank_files:
@@ -763,9 +763,9 @@ def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Se
 def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft import health
     from slurm_ft.compat.errors import CompatError
-    from slurm_ft.launch import jobsecret
     from slurm_ft.launch import signals as sigmod
-    from slurm_ft.launch import workers as wk
+    from slurm_ft.launch.rendezvous import jobsecret
+    from slurm_ft.launch.workers import process as wk
     from slurm_ft.slurm import rdzv_ports
 
     if not args:
@@ -856,7 +856,7 @@ def _step_killer(job: Any, env: Mapping[str, str]) -> tuple[str, ...]:
 
 def _launch(cfg: Any) -> int:
     from slurm_ft.launch import agent as agent_mod
-    from slurm_ft.launch.eventlog import EventLog
+    from slurm_ft.launch.output.eventlog import EventLog
 
     # torch's C++ warnings (connection retries, a vanished peer) would bury our own lines;
     # set for this process only: the workers get the environment captured above.
@@ -885,7 +885,7 @@ def _launch(cfg: Any) -> int:
 
 def _internal_error(cfg: Any, error: str, details: str) -> None:
     """One line for people; the traceback only into the launcher-log file, if any."""
-    from slurm_ft.launch.eventlog import EventLog
+    from slurm_ft.launch.output.eventlog import EventLog
 
     log = cfg.settings.applog.launcher_log
     if log:

@@ -184,7 +184,7 @@ def _nodes(ctx: _Context) -> dict[str, Any] | None:
     """With spare nodes (records with ``active_nodes``): who holds the node ranks in the
     latest cycle, who stands by, every replacement of the job's cycles, and the lost and
     suspect nodes of the last outcome. None for a job without spares."""
-    from slurm_ft.launch import records
+    from slurm_ft import records
 
     latest: tuple[int, dict[str, Any]] | None = None
     replaced: list[str] = []

@@ -30,24 +30,24 @@ from typing import TYPE_CHECKING
 from slurm_ft import privatefiles
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import hang, policy, spares, wayout
-from slurm_ft.launch import workers as wk
-from slurm_ft.launch.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
-from slurm_ft.launch.client import Client, find_run
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
-from slurm_ft.launch.cycleworkers import CycleWorkers
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.jobsecret import SECRET_ENV
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
+from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.protocol import Base, CycleResult, Decision, Keys
-from slurm_ft.launch.records import CycleOutcome, Failure, FailureKind
-from slurm_ft.launch.sealing import Sealer
+from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet
+from slurm_ft.launch.rendezvous.client import Client, find_run
+from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
+from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox, parse_signals
-from slurm_ft.launch.stores import Interrupted, StoreLost
-from slurm_ft.launch.survivors import Survivor
 from slurm_ft.launch.wayout import Exit
+from slurm_ft.launch.workers import process as wk
+from slurm_ft.launch.workers.group import CycleWorkers
+from slurm_ft.launch.workers.survivors import Survivor
+from slurm_ft.records import CycleOutcome, Failure, FailureKind
 
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter

@@ -17,12 +17,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slurm_ft import atomicfile
-from slurm_ft.launch import records
+from slurm_ft import atomicfile, records
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.protocol import CycleResult, Decision
-from slurm_ft.launch.records import Failure, JsonDict
-from slurm_ft.launch.workers import Topology
+from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
+from slurm_ft.launch.workers.process import Topology
+from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 

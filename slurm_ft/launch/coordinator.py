@@ -16,19 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
-from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
-from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig, BadInput
-from slurm_ft.launch.eventlog import EventLog
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.judge import JobJudge
-from slurm_ft.launch.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
-from slurm_ft.launch.records import CycleOutcome, Failure
-from slurm_ft.launch.sealing import Sealer
-from slurm_ft.launch.stores import StoreBindError, StoreLost, poll_until
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
+from slurm_ft.records import CycleOutcome, Failure
 
 
 @dataclass(frozen=True)

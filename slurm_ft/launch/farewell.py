@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 
 from slurm_ft.launch import policy
-from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import RunSummary
-from slurm_ft.launch.client import Client
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.protocol import Action, Decision
-from slurm_ft.launch.stores import StoreLost, poll_until
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.protocol import Action, Decision
+from slurm_ft.launch.rendezvous.stores import StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 
 

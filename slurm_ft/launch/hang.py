@@ -26,7 +26,7 @@ from pathlib import Path
 
 from slurm_ft import worker
 from slurm_ft.config import HangSettings
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.records import Failure, FailureKind
 
 # The signal that asks a worker for its stacks (armed by inject/sitecustomize.py). A
 # real-time signal: no trainer or library uses it for anything else.

@@ -11,12 +11,12 @@ from functools import partial
 
 from slurm_ft import progress
 from slurm_ft.launch import hang, spares
-from slurm_ft.launch.background import BackgroundSet
-from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.progress import sources
+from slurm_ft.records import Failure, FailureKind
 
 
 class JobJudge:

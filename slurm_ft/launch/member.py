@@ -20,18 +20,18 @@ from enum import Enum
 from slurm_ft import health
 from slurm_ft.health import nicmonitor
 from slurm_ft.launch import hang
-from slurm_ft.launch.background import BackgroundSet
 from slurm_ft.launch.bookkeeping import Bookkeeper
-from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.cycleworkers import CycleWorkers
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import signal_name
-from slurm_ft.launch.protocol import Decision, JoinInfo
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
-from slurm_ft.launch.stores import Interrupted, StoreLost
-from slurm_ft.launch.survivors import Survivor
+from slurm_ft.launch.workers.group import CycleWorkers
+from slurm_ft.launch.workers.survivors import Survivor
+from slurm_ft.records import Failure, FailureKind
 
 DECISION_GRACE_S = 30.0
 STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet

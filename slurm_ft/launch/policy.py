@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from slurm_ft import exitcodes
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch.protocol import Decision
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.rendezvous.protocol import Decision
+from slurm_ft.records import Failure, FailureKind
 
 # ----------------------------------------------------------------------- placement
 

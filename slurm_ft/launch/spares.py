@@ -17,9 +17,9 @@ from enum import Enum
 
 from slurm_ft.launch import policy
 from slurm_ft.launch.policy import Placement
-from slurm_ft.launch.protocol import Decision, JoinInfo
-from slurm_ft.launch.records import Failure
-from slurm_ft.launch.workers import Topology
+from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.workers.process import Topology
+from slurm_ft.records import Failure
 
 
 class Why(str, Enum):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from slurm_ft.launch import policy
 from slurm_ft.launch.policy import Ending, signal_name
-from slurm_ft.launch.protocol import Decision
+from slurm_ft.launch.rendezvous.protocol import Decision
 
 # How long node 0 keeps the store up for peers to read why it leaves on its own.
 DEPARTURE_LINGER_S = 2.0

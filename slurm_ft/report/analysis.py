@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurm_ft import exitcodes
-from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.progress import CycleEntry, Ledger
+from slurm_ft.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.report.load import StateFiles, UnhealthyRecord, Unreadable
 
 TOP_CAUSES = 5

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import progress
-from slurm_ft.launch.records import CycleRecord, OutcomeRecord
+from slurm_ft.records import CycleRecord, OutcomeRecord
 from slurm_ft.statedir import StateDir
 
 _CYCLE_NAME = re.compile(r"cycle(\d+)\.json")

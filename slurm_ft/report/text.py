@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import IO
 
-from slurm_ft.launch.records import FailureKind
+from slurm_ft.records import FailureKind
 from slurm_ft.report.analysis import Report, Totals
 
 # A terminal table of hundreds of cycles is neither readable nor quick (rich needs about

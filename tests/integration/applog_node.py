@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slurm_ft.launch.applog import AppLog, open_worker_pipe
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output.applog import AppLog, open_worker_pipe
+from slurm_ft.launch.output.eventlog import EventLog
 
 WRITER = str(Path(__file__).with_name("applog_writer.py"))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.applog import AppLog, open_worker_pipe
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output.applog import AppLog, open_worker_pipe
+from slurm_ft.launch.output.eventlog import EventLog
 from tests.support.procs import MARKER_VAR, describe, new_marker, pids_with_marker
 from tests.support.waiting import wait_until
 

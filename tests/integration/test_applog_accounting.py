@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.applog import cycle_log_path
+from slurm_ft.launch.output.applog import cycle_log_path
 from tests.integration.applog_support import (
     Workers,
     by_rank,

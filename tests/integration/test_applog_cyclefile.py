@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.applog import MAX_WRITE_PARTS, AppLogStats, CycleFile
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import LineFramer
+from slurm_ft.launch.output.applog import MAX_WRITE_PARTS, AppLogStats, CycleFile
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.output.framing import LineFramer
 
 
 def cycle_file(tmp_path: Path) -> tuple[CycleFile, AppLogStats, Path]:

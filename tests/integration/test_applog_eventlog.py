@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output.eventlog import EventLog
 
 LINE = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (node\d) slurm-ft-launch: (.*)$")
 

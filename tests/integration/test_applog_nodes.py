@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.applog import cycle_log_path
+from slurm_ft.launch.output.applog import cycle_log_path
 from tests.integration.applog_support import REPO, by_rank, marker, worker_env
 from tests.integration.applog_writer import varied_line
 

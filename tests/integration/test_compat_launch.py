@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch import streams
-from slurm_ft.launch import workers as wk
-from slurm_ft.launch.applog import AppLog
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output import streams
+from slurm_ft.launch.output.applog import AppLog
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.workers import process as wk
 from tests.integration.launch_cluster import ECHO, LAUNCH, clean_env, slurm_env
 from tests.support import procs
 

@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from slurm_ft.launch.jobsecret import SECRET_ENV
-from slurm_ft.launch.protocol import Keys, encode_failure
-from slurm_ft.launch.records import Failure, FailureKind
-from slurm_ft.launch.sealing import Sealer
+from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
+from slurm_ft.launch.rendezvous.protocol import Keys, encode_failure
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.records import Failure, FailureKind
 from tests.integration.launch_cluster import LAUNCH, SimJob, clean_env, slurm_env
 from tests.support.waiting import wait_until
 

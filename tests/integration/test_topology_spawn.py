@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch import workers
+from slurm_ft.launch.workers import process as workers
 from slurm_ft.topology.apply import mempolicy_problem
 from tests.support.waiting import wait_until
 

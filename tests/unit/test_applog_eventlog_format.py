@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from slurm_ft.launch.eventlog import format_event
+from slurm_ft.launch.output.eventlog import format_event
 
 
 def test_event_line_format_is_utc_with_milliseconds() -> None:

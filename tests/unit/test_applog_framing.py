@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_ft.launch.framing import LineFramer, rank_prefix, rank_width, utf8_cut
+from slurm_ft.launch.output.framing import LineFramer, rank_prefix, rank_width, utf8_cut
 
 
 def reference(stream: bytes, rank: int, width: int, cap: int) -> bytes:

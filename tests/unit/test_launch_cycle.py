@@ -16,14 +16,14 @@ import pytest
 from slurm_ft import config
 from slurm_ft.launch import agent as agent_mod
 from slurm_ft.launch.agent import Agent, Phase, Seams
-from slurm_ft.launch.client import Client
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.eventlog import EventLog
+from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.protocol import Action, Base, Decision, Keys
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, Keys
+from slurm_ft.launch.rendezvous.stores import LocalStore
 from slurm_ft.launch.signals import SignalBox
-from slurm_ft.launch.stores import LocalStore
-from slurm_ft.launch.workers import Entry, Topology
+from slurm_ft.launch.workers.process import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 from tests.support.hungfs import wchan

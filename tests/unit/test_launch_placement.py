@@ -69,7 +69,7 @@ def test_place(active, launchers, bad, segment, expected):
 
 def test_with_every_rank_filled_bad_nodes_and_a_lost_launcher_do_not_stop_the_attempt():
     from slurm_ft.launch.policy import decide
-    from slurm_ft.launch.records import Failure, FailureKind
+    from slurm_ft.records import Failure, FailureKind
 
     lost = Failure(FailureKind.LOST_NODE, "node1", 1, 0.0, detail="silent")
     filled = Placement((0, 2), (Replacement(1, 1, 2, LOST),))
@@ -89,13 +89,13 @@ def test_with_every_rank_filled_bad_nodes_and_a_lost_launcher_do_not_stop_the_at
 
 
 def _failure_on(launcher: int):
-    from slurm_ft.launch.records import Failure, FailureKind
+    from slurm_ft.records import Failure, FailureKind
 
     return Failure(FailureKind.WORKER, f"node{launcher}", launcher, 0.0, rank=launcher, exit_code=3)
 
 
 def _join(k: int, unhealthy: str | None = None, stuck: str | None = None):
-    from slurm_ft.launch.protocol import JoinInfo
+    from slurm_ft.launch.rendezvous.protocol import JoinInfo
 
     return JoinInfo(k, f"node{k}", "h", 1, unhealthy, stuck)
 

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import cyclecount, policy, workers
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch import cyclecount, policy
+from slurm_ft.launch.workers import process as workers
+from slurm_ft.records import Failure, FailureKind
 from slurm_ft.statedir import StateDir
 
 

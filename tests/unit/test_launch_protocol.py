@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from slurm_ft.launch import background, stores
-from slurm_ft.launch import protocol as proto
-from slurm_ft.launch.client import Client
-from slurm_ft.launch.records import Failure, FailureKind
+from slurm_ft.launch.rendezvous import background, stores
+from slurm_ft.launch.rendezvous import protocol as proto
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.records import Failure, FailureKind
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.torch
@@ -220,7 +220,7 @@ def _outsider(port: int):
 
 
 def test_forged_values_from_a_raw_store_client_are_ignored_and_reported_once():
-    from slurm_ft.launch.sealing import Sealer
+    from slurm_ft.launch.rendezvous.sealing import Sealer
 
     secret = b"this job's secret, 32 bytes long"
     reports: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from slurm_ft.launch import records
+from slurm_ft import records
 
 
 def test_outcome_record_carries_what_templates_read(tmp_path):

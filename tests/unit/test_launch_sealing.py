@@ -7,9 +7,9 @@ import os
 import stat
 import threading
 
-from slurm_ft.launch import jobsecret
-from slurm_ft.launch.jobsecret import SECRET_ENV, SECRET_FILE, StoreAuth
-from slurm_ft.launch.sealing import Sealer
+from slurm_ft.launch.rendezvous import jobsecret
+from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV, SECRET_FILE, StoreAuth
+from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.statedir import StateDir
 
 SECRET = b"0123456789abcdef0123456789abcdef"

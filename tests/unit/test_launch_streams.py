@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch import streams as st
-from slurm_ft.launch.streams import Route, Std
+from slurm_ft.launch.output import streams as st
+from slurm_ft.launch.output.streams import Route, Std
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import pytest
 from slurm_ft import privatefiles
 from slurm_ft.cli import entry
 from slurm_ft.cli import launch as launch_cli
-from slurm_ft.launch import survivors
+from slurm_ft.launch.workers import survivors
 
 
 def test_create_file_is_new_private_and_exclusive(tmp_path):

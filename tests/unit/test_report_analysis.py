@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.progress.ledger import CycleEntry, Ledger, StopEntry
+from slurm_ft.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
 from slurm_ft.report import analysis, jsonout, load, svg
 from slurm_ft.report.analysis import analyse
 from slurm_ft.report.load import StateFiles, UnhealthyRecord

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch import workers
+from slurm_ft.launch.workers import process as workers
 
 HELPER_TAIL = ("--pdeathsig", "SIGKILL", "--")
 

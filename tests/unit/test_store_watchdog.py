@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_ft.launch import background, stores
-from slurm_ft.launch import protocol as proto
-from slurm_ft.launch.client import Client
-from slurm_ft.launch.sealing import Sealer
+from slurm_ft.launch.rendezvous import background, stores
+from slurm_ft.launch.rendezvous import protocol as proto
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.sealing import Sealer
 from tests.support.waiting import wait_until
 
 TIMEOUT_S = 0.5

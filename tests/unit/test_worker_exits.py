@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from slurm_ft.launch import workers as wk
+from slurm_ft.launch.workers import process as wk
 
 
 def _refuse(code: int):

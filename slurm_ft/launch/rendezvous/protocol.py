@@ -1,11 +1,12 @@
 """The launchers' store protocol: the key table and the messages, documented once.
 
 Node 0 hosts the store; every launcher (node 0 included) reads and writes these keys
-through its own connections (:mod:`slurm_ft.launch.client`). Keys are
+through its own connections (:mod:`slurm_ft.launch.rendezvous.client`). Keys are
 ``slurm_ft/<run id>/...`` where the run id names the job and the Slurm attempt, and
 per-cycle keys carry the cycle's index within the attempt. With a job secret they are
 ``slurm_ft/<namespace>/<run id>/...`` (the namespace derived from the secret) and the
-values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.sealing`). Counters a loop polls are
+values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.rendezvous.sealing`).
+Counters a loop polls are
 created by node 0 (value ``0``) before any peer can touch them, so one ``multi_get`` reads
 a whole set of them without ever blocking on a missing key:
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-from slurm_ft.launch.records import CycleOutcome, Failure, JsonDict
+from slurm_ft.records import CycleOutcome, Failure, JsonDict
 
 KEY_ROOT = "slurm_ft"
 

@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from slurm_ft.launch.client import Client
-from slurm_ft.launch.stores import StoreLost
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.stores import StoreLost
 
 Clock = Callable[[], float]
 WATCHDOG_GRACE_S = 1.0

@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from slurm_ft.launch.records import JsonDict
+from slurm_ft.records import JsonDict
 
 PROC = "/proc"
 

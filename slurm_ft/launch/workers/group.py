@@ -13,17 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import health, worker
-from slurm_ft.launch import applog as applog_mod
-from slurm_ft.launch import hang, records, streams
-from slurm_ft.launch import workers as wk
+from slurm_ft import health, records, worker
+from slurm_ft.launch import hang
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import rank_width
+from slurm_ft.launch.output import applog as applog_mod
+from slurm_ft.launch.output import streams
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.output.framing import rank_width
 from slurm_ft.launch.policy import signal_name
-from slurm_ft.launch.protocol import Decision
-from slurm_ft.launch.records import Failure, FailureKind
-from slurm_ft.launch.survivors import Survivor
+from slurm_ft.launch.rendezvous.protocol import Decision
+from slurm_ft.launch.workers import process as wk
+from slurm_ft.launch.workers.survivors import Survivor
+from slurm_ft.records import Failure, FailureKind
 
 
 def _open_applog(

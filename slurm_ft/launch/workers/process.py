@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_ft.launch import survivors
-from slurm_ft.launch.survivors import Survivor
+from slurm_ft.launch.workers import survivors
+from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
 PR_SET_PDEATHSIG = 1

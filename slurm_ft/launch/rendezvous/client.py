@@ -1,9 +1,9 @@
-"""One connection to the store, speaking the protocol of :mod:`slurm_ft.launch.protocol`.
+"""One connection to the store, speaking the protocol of :mod:`slurm_ft.launch.rendezvous.protocol`.
 
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
 waiter) opens its own with :meth:`Client.clone`. Every value the protocol marks sealed
-goes through the client's :class:`~slurm_ft.launch.sealing.Sealer` here and nowhere else.
+goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` here and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
-from slurm_ft.launch import stores
-from slurm_ft.launch.protocol import (
+from slurm_ft.launch.rendezvous import stores
+from slurm_ft.launch.rendezvous.protocol import (
     Base,
     CycleResult,
     Decision,
@@ -29,9 +29,9 @@ from slurm_ft.launch.protocol import (
     encode,
     encode_failure,
 )
-from slurm_ft.launch.records import Failure
-from slurm_ft.launch.sealing import Sealer
-from slurm_ft.launch.stores import Interrupted, LocalConnection, Store, StoreLost
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Store, StoreLost
+from slurm_ft.records import Failure
 
 WAIT_CHUNK_S = 0.2
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time

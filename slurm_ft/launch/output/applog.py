@@ -47,9 +47,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft.launch import streams as streams_mod
-from slurm_ft.launch.eventlog import EventLog
-from slurm_ft.launch.framing import NOTE_MARK, LineFramer, Part, rank_prefix
+from slurm_ft.launch.output import streams as streams_mod
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
 # One read takes what a full pipe holds: fewer, longer calls (see the module docstring).
