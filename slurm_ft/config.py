@@ -25,6 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from slurm_ft.settingsyntax import (
+    StdSpecError,
+    check_applog_prefix,
+    parse_port_range,
+    parse_section_timeouts,
+    parse_signals,
+    parse_std,
+)
+
 ENV_PREFIX = "SLURM_FT_"
 CONFIG_ENV = "SLURM_FT_CONFIG"
 YAML_ROOT = "slurm_ft"
@@ -274,7 +283,10 @@ def validate(settings: Settings) -> None:
     for key in ("segment", "suspect_after"):
         if getattr(launch, key) < 1:
             raise ConfigError(f"{YAML_ROOT}.launch.{key}: must be >= 1, got {getattr(launch, key)}")
-    parse_port_range(launch.rdzv_port_range)
+    try:
+        parse_port_range(launch.rdzv_port_range)
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port_range: {exc}") from None
     if launch.rdzv_port is not None and not 1 <= launch.rdzv_port <= 65535:
         raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port: must be 1-65535, got {launch.rdzv_port}")
     if settings.applog.line_cap_bytes < 64:
@@ -283,10 +295,8 @@ def validate(settings: Settings) -> None:
         )
     applog = settings.applog
     if applog.prefix is not None:
-        from slurm_ft.launch.output.applog import check_prefix
-
         try:
-            check_prefix(applog.prefix)
+            check_applog_prefix(applog.prefix)
         except ValueError as exc:
             raise ConfigError(f"{YAML_ROOT}.applog.prefix: {exc}") from None
     if applog.drain_timeout <= 0:
@@ -299,9 +309,7 @@ def validate(settings: Settings) -> None:
     if interval <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.nic_monitor_interval: must be > 0, got {interval}")
     for key in ("redirects", "tee_streams"):
-        if getattr(applog, key) != "0":  # the default needs no parser (and no import at start-up)
-            from slurm_ft.launch.output.streams import StdSpecError, parse_std
-
+        if getattr(applog, key) != "0":  # the default needs no parser
             try:
                 parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
             except StdSpecError as exc:
@@ -338,19 +346,6 @@ def _validate_progress(progress: ProgressSettings) -> None:
             f"{YAML_ROOT}.progress.min_progress_iterations: a file: source counts each replacement "
             f"as one step, so it must be 1, got {progress.min_progress_iterations}"
         )
-
-
-def parse_port_range(text: str) -> tuple[int, int]:
-    lo_s, sep, hi_s = text.partition("-")
-    try:
-        lo, hi = int(lo_s), int(hi_s)
-    except ValueError:
-        raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port_range: expected LOW-HIGH, got {text!r}") from None
-    if not sep or not 1024 <= lo <= hi <= 65535:
-        raise ConfigError(
-            f"{YAML_ROOT}.launch.rdzv_port_range: expected LOW-HIGH within 1024-65535, got {text!r}"
-        )
-    return lo, hi
 
 
 def _flatten_yaml(doc: Any, source: str) -> dict[str, Any]:
@@ -458,11 +453,7 @@ def _validate_hang(hang: HangSettings) -> None:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
     if hang.stack_dump_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
-    from slurm_ft.launch.signals import parse_signals
-
-    if hang.rank_section_timeouts:  # the default needs no parser (and no import at start-up)
-        from slurm_ft.launch.hang import parse_section_timeouts
-
+    if hang.rank_section_timeouts:
         try:
             parse_section_timeouts(hang.rank_section_timeouts)
         except ValueError as exc:

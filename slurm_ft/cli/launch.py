@@ -763,9 +763,9 @@ def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Se
 def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft import health
     from slurm_ft.compat.errors import CompatError
-    from slurm_ft.launch import signals as sigmod
     from slurm_ft.launch.rendezvous import jobsecret
     from slurm_ft.launch.workers import process as wk
+    from slurm_ft.settingsyntax import parse_port_range, parse_signals
     from slurm_ft.slurm import rdzv_ports
 
     if not args:
@@ -784,7 +784,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     if health_on:
         health.validate(settings.health)
     try:
-        sigs = tuple(int(s) for s in sigmod.parse_signals(settings.launch.forward_signals))
+        sigs = tuple(int(s) for s in parse_signals(settings.launch.forward_signals))
     except ValueError as exc:
         raise UsageError(f"{config.YAML_ROOT}.launch.forward_signals: {exc}") from None
     from slurm_ft.launch import agent as agent_mod
@@ -802,7 +802,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     entry = _entry(ns, env, cwd)
     state = statedir.resolve(job, settings.state_dir, cwd)
     settings = _log_dir(settings, state.path, cwd)
-    port_range = config.parse_port_range(settings.launch.rdzv_port_range)
+    port_range = parse_port_range(settings.launch.rdzv_port_range)
     try:
         ports = rdzv_ports(job, port_range, settings.launch.rdzv_port)
     except ValueError as exc:

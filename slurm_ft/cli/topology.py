@@ -10,6 +10,7 @@ import sys
 
 from slurm_ft import config
 from slurm_ft.exitcodes import ExitCode
+from slurm_ft.settingsyntax import parse_port_range
 from slurm_ft.slurm import SlurmJob, describe, describe_full, format_line, rdzv_port
 
 
@@ -30,9 +31,7 @@ def main(argv: list[str] | None = None) -> int:
             {"launch.rdzv_port": args.rdzv_port} if args.rdzv_port is not None else None,
         )
         job = SlurmJob.from_env(os.environ)
-        port = rdzv_port(
-            job, config.parse_port_range(settings.launch.rdzv_port_range), settings.launch.rdzv_port
-        )
+        port = rdzv_port(job, parse_port_range(settings.launch.rdzv_port_range), settings.launch.rdzv_port)
     except ValueError as exc:  # SlurmEnvError, ConfigError, a bad port range
         print(f"slurm-ft: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)

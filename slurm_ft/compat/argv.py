@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_ft.launch.output.streams import looks_like_spec
+from slurm_ft.settingsyntax import looks_like_spec
 
 OPTIONAL_VALUE = ("--tee", "-t")
 FT_PREFIXES = ("--ft-", "--ft_")

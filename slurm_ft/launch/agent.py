@@ -42,12 +42,13 @@ from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
 from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
-from slurm_ft.launch.signals import SignalBox, parse_signals
+from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.settingsyntax import parse_signals
 
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter

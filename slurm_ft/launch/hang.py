@@ -27,6 +27,7 @@ from pathlib import Path
 from slurm_ft import worker
 from slurm_ft.config import HangSettings
 from slurm_ft.records import Failure, FailureKind
+from slurm_ft.settingsyntax import parse_section_timeouts
 
 # The signal that asks a worker for its stacks (armed by inject/sitecustomize.py). A
 # real-time signal: no trainer or library uses it for anything else.
@@ -65,22 +66,6 @@ def failure_of(hang: Hang, node: str, node_rank: int, when: float) -> Failure:
         detector=hang.detector.value,
         hung_ranks=list(hang.ranks) if hang.ranks else None,
     )
-
-
-def parse_section_timeouts(entries: Iterable[str]) -> dict[str, float]:
-    """``["checkpointing=600", "step=30"]`` -> {name: seconds}; ValueError names the entry."""
-    out: dict[str, float] = {}
-    for entry in entries:
-        name, sep, value = entry.partition("=")
-        name = name.strip()
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = -1.0
-        if not sep or not name or seconds <= 0:
-            raise ValueError(f"expected name=SECONDS with SECONDS > 0, got {entry!r}")
-        out[name] = seconds
-    return out
 
 
 @dataclass(frozen=True)

@@ -15,27 +15,6 @@ from collections.abc import Iterable
 from types import FrameType
 
 
-def parse_signals(names: Iterable[str]) -> list[signal.Signals]:
-    """``["SIGTERM", "usr1", "10"]`` -> signals; ValueError names the bad entry."""
-    out: list[signal.Signals] = []
-    for raw in names:
-        text = raw.strip().upper()
-        if not text:
-            continue
-        try:
-            sig = (
-                signal.Signals(int(text))
-                if text.isdigit()
-                else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
-            )
-        except (KeyError, ValueError):
-            raise ValueError(f"unknown signal {raw!r}") from None
-        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
-            raise ValueError(f"signal {sig.name} cannot be forwarded")
-        out.append(sig)
-    return out
-
-
 class SignalBox:
     """Installs handlers for ``signals`` (main thread only) and remembers the first one.
 

@@ -19,6 +19,7 @@ from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.applog import AppLog
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.workers import process as wk
+from slurm_ft.settingsyntax import parse_std
 from tests.integration.launch_cluster import ECHO, LAUNCH, clean_env, slurm_env
 from tests.support import procs
 
@@ -130,8 +131,8 @@ def test_per_rank_files_have_torchruns_layout_and_the_cycle_log_keeps_every_line
         cycle_log=True,
         tee=False,
         tee_local_ranks=None,
-        redirects=streams.parse_std("0:1"),
-        tee_streams=streams.parse_std("1:3"),
+        redirects=parse_std("0:1"),
+        tee_streams=parse_std("1:3"),
     )
     console_out, console_err = tmp_path / "console.out", tmp_path / "console.err"
     out_fd = os.open(console_out, os.O_WRONLY | os.O_CREAT, 0o644)

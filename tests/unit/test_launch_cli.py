@@ -1,14 +1,11 @@
-"""The command line: torchrun-compatible spellings, layering into settings, signal lists."""
+"""The command line: torchrun-compatible spellings, layering into settings."""
 
 from __future__ import annotations
-
-import signal
 
 import pytest
 
 from slurm_ft import config
 from slurm_ft.cli import launch as cli
-from slurm_ft.launch.signals import parse_signals
 
 
 def parse(*args: str):
@@ -46,14 +43,6 @@ def test_main_bad_input_is_one_line(capsys, monkeypatch, tmp_path):
     assert cli.main(["--nproc-per-node", "x", "missing.py"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("slurm-ft-launch: error: ")
-
-
-def test_signal_lists():
-    assert parse_signals(["SIGTERM", "usr1", "12"]) == [signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
-    with pytest.raises(ValueError, match="unknown signal 'SIGNOPE'"):
-        parse_signals(["SIGNOPE"])
-    with pytest.raises(ValueError, match="SIGKILL cannot be forwarded"):
-        parse_signals(["KILL"])
 
 
 def _three_node_job(monkeypatch, tmp_path, node: int) -> None:

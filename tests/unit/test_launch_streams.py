@@ -4,29 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from slurm_ft.launch.output import streams as st
-from slurm_ft.launch.output.streams import Route, Std
-
-
-@pytest.mark.parametrize(
-    ("text", "rank0", "rank1", "rank5"),
-    [
-        ("3", Std.ALL, Std.ALL, Std.ALL),
-        ("0", Std.NONE, Std.NONE, Std.NONE),
-        ("0:1,1:2", Std.OUT, Std.ERR, Std.NONE),
-    ],
-)
-def test_parse_std(text: str, rank0: Std, rank1: Std, rank5: Std) -> None:
-    spec = st.parse_std(text)
-    assert (spec.of(0), spec.of(1), spec.of(5)) == (rank0, rank1, rank5)
-
-
-@pytest.mark.parametrize("text", ["4", "a", "0:4", "0:1,0:2", "1:", ""])
-def test_parse_std_errors(text: str) -> None:
-    with pytest.raises(st.StdSpecError):
-        st.parse_std(text)
+from slurm_ft.launch.output.streams import Route
+from slurm_ft.settingsyntax import Std, parse_std
 
 
 def rules(**kw) -> st.OutputRules:
@@ -43,7 +23,7 @@ def test_without_rank_files_one_pipe_as_before() -> None:
 
 
 def test_redirects_take_streams_off_the_console_tee_keeps_them() -> None:
-    r = rules(redirects=st.parse_std("1"), tee_streams=st.parse_std("0:2"))
+    r = rules(redirects=parse_std("1"), tee_streams=parse_std("0:2"))
     p0 = st.plan(r, 0)
     assert p0.split
     assert p0.out == Route(pipe=True, cycle_log=False, rank_file=True, echo=False)
@@ -53,7 +33,7 @@ def test_redirects_take_streams_off_the_console_tee_keeps_them() -> None:
 
 
 def test_with_a_cycle_log_every_stream_is_piped() -> None:
-    p = st.plan(rules(cycle_log=True, redirects=st.parse_std("0:3")), 1)
+    p = st.plan(rules(cycle_log=True, redirects=parse_std("0:3")), 1)
     assert p.split and p.out == Route(pipe=True, cycle_log=True, rank_file=False, echo=False)
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
+from slurm_ft.settingsyntax import check_applog_prefix
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
 # One read takes what a full pipe holds: fewer, longer calls (see the module docstring).
@@ -61,25 +62,14 @@ DEFAULT_TEE_QUEUE_BYTES = 16 * 1024 * 1024
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
-def check_prefix(prefix: str) -> None:
-    """The rule for a cycle-log prefix, checked with the settings: every node and every
-    requeue must name the same file whatever its working directory."""
-    if not prefix:
-        raise ValueError("is empty; give an absolute path such as /scratch/logs/job.log")
-    if not prefix.startswith("/"):
-        raise ValueError(f"must be an absolute path, got {prefix!r}")
-    if prefix.endswith("/"):
-        raise ValueError(f"names a directory, add a file name: {prefix!r}")
-
-
 def cycle_log_path(prefix: str, cycle: int, node_rank: int | None = None) -> Path:
     """``/abs/job.log`` + cycle 3 -> ``/abs/job_cycle3.log`` (``.node<K>`` before the suffix).
 
     The cycle number is the global one (continuing across requeues), so a file is never
-    reused; the prefix follows :func:`check_prefix`.
+    reused; the prefix follows :func:`slurm_ft.settingsyntax.check_applog_prefix`.
     """
     try:
-        check_prefix(prefix)
+        check_applog_prefix(prefix)
     except ValueError as exc:
         raise ValueError(f"applog prefix {exc}") from None
     if cycle < 0:

@@ -15,71 +15,11 @@ under a random per-launcher directory instead). The files hold the raw bytes, no
 
 from __future__ import annotations
 
-import enum
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_ft.config import AppLogSettings
-
-
-class Std(enum.IntFlag):
-    """torchrun's stream selector: 0 none, 1 stdout, 2 stderr, 3 both."""
-
-    NONE = 0
-    OUT = 1
-    ERR = 2
-    ALL = 3
-
-
-_SPEC_RE = re.compile(r"[0-3]|[0-9]+:[0-3](,[0-9]+:[0-3])*")
-
-
-class StdSpecError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class StdSpec:
-    """``3`` (every local rank) or ``0:1,1:2`` (per local rank, the rest none)."""
-
-    default: Std = Std.NONE
-    per_rank: Mapping[int, Std] | None = None
-
-    def of(self, local_rank: int) -> Std:
-        if self.per_rank is None:
-            return self.default
-        return self.per_rank.get(local_rank, Std.NONE)
-
-    @property
-    def any(self) -> bool:
-        if self.per_rank is None:
-            return self.default != Std.NONE
-        return any(v != Std.NONE for v in self.per_rank.values())
-
-
-def looks_like_spec(text: str) -> bool:
-    return _SPEC_RE.fullmatch(text) is not None
-
-
-def parse_std(text: str, what: str = "--redirects") -> StdSpec:
-    text = text.strip()
-    if not looks_like_spec(text):
-        raise StdSpecError(
-            f"{what} {text!r}: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) "
-            "or LOCAL_RANK:0-3 pairs such as 0:1,1:2"
-        )
-    if ":" not in text:
-        return StdSpec(Std(int(text)))
-    per_rank: dict[int, Std] = {}
-    for item in text.split(","):
-        rank_s, value = item.split(":")
-        rank = int(rank_s)
-        if rank in per_rank:
-            raise StdSpecError(f"{what} {text!r}: local rank {rank} is given twice")
-        per_rank[rank] = Std(int(value))
-    return StdSpec(Std.NONE, per_rank)
+from slurm_ft.settingsyntax import Std, StdSpec, parse_std
 
 
 @dataclass(frozen=True)
@@ -113,8 +53,8 @@ class OutputRules:
     cycle_log: bool  # applog.prefix is set
     tee: bool  # applog.tee: echo the per-cycle lines (all streams) on the console
     tee_local_ranks: frozenset[int] | None  # applog.local_ranks_filter
-    redirects: StdSpec = StdSpec()
-    tee_streams: StdSpec = StdSpec()
+    redirects: StdSpec = field(default_factory=StdSpec)
+    tee_streams: StdSpec = field(default_factory=StdSpec)
 
     @property
     def rank_files(self) -> bool:
@@ -143,8 +83,8 @@ def plan(rules: OutputRules, local_rank: int) -> WorkerOutput:
     # launcher does not touch it (its console, unfiltered, as before).
     captured = rules.cycle_log or rules.tee
     if not rules.rank_files:
-        route = Route(pipe=captured, cycle_log=rules.cycle_log, rank_file=False, echo=rules.tee and shown)
-        return WorkerOutput(split=False, out=route, err=route)
+        merged = Route(pipe=captured, cycle_log=rules.cycle_log, rank_file=False, echo=rules.tee and shown)
+        return WorkerOutput(split=False, out=merged, err=merged)
 
     def route(std: Std) -> Route:
         to_file = bool((redirected | teed) & std)

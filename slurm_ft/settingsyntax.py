@@ -1,0 +1,149 @@
+"""The syntax of setting strings: std specs, section timeouts, signal lists, the applog
+prefix rule, port ranges (pure, stdlib only).
+
+``config`` checks every setting when it loads and the launcher parses the same strings
+when it runs; both read the rules here, so ``config`` never imports the launcher and the
+two can never disagree. A leaf module: it imports nothing of slurm_ft and nothing heavier
+than ``re``, since every command loads it at start-up through ``config``.
+
+Each parser raises ``ValueError`` naming the bad text; the caller adds which setting or
+option it came from.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# ------------------------------------------------------------------ std specs (torchrun)
+
+
+class Std(enum.IntFlag):
+    """torchrun's stream selector: 0 none, 1 stdout, 2 stderr, 3 both."""
+
+    NONE = 0
+    OUT = 1
+    ERR = 2
+    ALL = 3
+
+
+_SPEC_RE = re.compile(r"[0-3]|[0-9]+:[0-3](,[0-9]+:[0-3])*")
+
+
+class StdSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class StdSpec:
+    """``3`` (every local rank) or ``0:1,1:2`` (per local rank, the rest none)."""
+
+    default: Std = Std.NONE
+    per_rank: Mapping[int, Std] | None = None
+
+    def of(self, local_rank: int) -> Std:
+        if self.per_rank is None:
+            return self.default
+        return self.per_rank.get(local_rank, Std.NONE)
+
+    @property
+    def any(self) -> bool:
+        if self.per_rank is None:
+            return self.default != Std.NONE
+        return any(v != Std.NONE for v in self.per_rank.values())
+
+
+def looks_like_spec(text: str) -> bool:
+    """Whether ``text`` is a std spec: torchrun's ``--redirects 3 train.py`` tells the
+    option's value from the script by it."""
+    return _SPEC_RE.fullmatch(text) is not None
+
+
+def parse_std(text: str, what: str = "--redirects") -> StdSpec:
+    """``--redirects``/``--tee`` (``applog.redirects``/``applog.tee_streams``) values."""
+    text = text.strip()
+    if not looks_like_spec(text):
+        raise StdSpecError(
+            f"{what} {text!r}: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) "
+            "or LOCAL_RANK:0-3 pairs such as 0:1,1:2"
+        )
+    if ":" not in text:
+        return StdSpec(Std(int(text)))
+    per_rank: dict[int, Std] = {}
+    for item in text.split(","):
+        rank_s, value = item.split(":")
+        rank = int(rank_s)
+        if rank in per_rank:
+            raise StdSpecError(f"{what} {text!r}: local rank {rank} is given twice")
+        per_rank[rank] = Std(int(value))
+    return StdSpec(Std.NONE, per_rank)
+
+
+# ------------------------------------------------------------------ hang settings
+
+
+def parse_section_timeouts(entries: Iterable[str]) -> dict[str, float]:
+    """``["checkpointing=600", "step=30"]`` -> {name: seconds}; ValueError names the entry."""
+    out: dict[str, float] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        name = name.strip()
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not name or seconds <= 0:
+            raise ValueError(f"expected name=SECONDS with SECONDS > 0, got {entry!r}")
+        out[name] = seconds
+    return out
+
+
+def parse_signals(names: Iterable[str]) -> list[signal.Signals]:
+    """``["SIGTERM", "usr1", "10"]`` -> signals; ValueError names the bad entry. Signals
+    that cannot be caught or forwarded (KILL, STOP, CHLD) are refused."""
+    out: list[signal.Signals] = []
+    for raw in names:
+        text = raw.strip().upper()
+        if not text:
+            continue
+        try:
+            sig = (
+                signal.Signals(int(text))
+                if text.isdigit()
+                else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
+            )
+        except (KeyError, ValueError):
+            raise ValueError(f"unknown signal {raw!r}") from None
+        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
+            raise ValueError(f"signal {sig.name} cannot be forwarded")
+        out.append(sig)
+    return out
+
+
+# ------------------------------------------------------------------ paths and ports
+
+
+def check_applog_prefix(prefix: str) -> None:
+    """The rule for a cycle-log prefix, checked with the settings: every node and every
+    requeue must name the same file whatever its working directory."""
+    if not prefix:
+        raise ValueError("is empty; give an absolute path such as /scratch/logs/job.log")
+    if not prefix.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {prefix!r}")
+    if prefix.endswith("/"):
+        raise ValueError(f"names a directory, add a file name: {prefix!r}")
+
+
+def parse_port_range(text: str) -> tuple[int, int]:
+    """``"20000-29999"`` -> (20000, 29999); unprivileged ports only, low <= high."""
+    lo_s, sep, hi_s = text.partition("-")
+    try:
+        lo, hi = int(lo_s), int(hi_s)
+    except ValueError:
+        raise ValueError(f"expected LOW-HIGH, got {text!r}") from None
+    if not sep or not 1024 <= lo <= hi <= 65535:
+        raise ValueError(f"expected LOW-HIGH within 1024-65535, got {text!r}")
+    return lo, hi
