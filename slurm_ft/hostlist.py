@@ -175,6 +175,16 @@ def expand(expr: str, *, max_hosts: int = DEFAULT_MAX_HOSTS) -> list[str]:
     return [name for item in items for name in item.expand()]
 
 
+@dataclass
+class _Run:
+    """Consecutive numbers of one bracket: the first as written (its zero padding) and the
+    first and last values."""
+
+    lo_text: str
+    lo: int
+    hi: int
+
+
 def compress(hosts: Iterable[str]) -> str:
     """A short expression that :func:`expand` (and Slurm) turns back into exactly ``hosts``.
 
@@ -183,17 +193,19 @@ def compress(hosts: Iterable[str]) -> str:
     because Slurm 22.05 cannot read a suffix after a bracket).
     """
     out: list[str] = []
-    # The bracket being built: prefix and its ranges as [lo text, lo value, hi value].
+    # The bracket being built: its prefix and runs.
     prefix: str | None = None
-    ranges: list[list] = []
+    ranges: list[_Run] = []
 
     def flush() -> None:
         if prefix is None:
             return
-        if len(ranges) == 1 and ranges[0][1] == ranges[0][2]:
-            out.append(prefix + ranges[0][0])
+        if len(ranges) == 1 and ranges[0].lo == ranges[0].hi:
+            out.append(prefix + ranges[0].lo_text)
             return
-        body = ",".join(lo_s if lo == hi else f"{lo_s}-{_format(hi, len(lo_s))}" for lo_s, lo, hi in ranges)
+        body = ",".join(
+            r.lo_text if r.lo == r.hi else f"{r.lo_text}-{_format(r.hi, len(r.lo_text))}" for r in ranges
+        )
         out.append(f"{prefix}[{body}]")
 
     for host in hosts:
@@ -208,14 +220,14 @@ def compress(hosts: Iterable[str]) -> str:
             continue
         value = int(digits)
         if head == prefix:
-            lo_s, _lo, hi = ranges[-1]
-            if value == hi + 1 and digits == _format(value, len(lo_s)):
-                ranges[-1][2] = value
+            last = ranges[-1]
+            if value == last.hi + 1 and digits == _format(value, len(last.lo_text)):
+                last.hi = value
             else:
-                ranges.append([digits, value, value])
+                ranges.append(_Run(digits, value, value))
         else:
             flush()
-            prefix, ranges = head, [[digits, value, value]]
+            prefix, ranges = head, [_Run(digits, value, value)]
     flush()
     return ",".join(out)
 

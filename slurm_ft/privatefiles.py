@@ -65,7 +65,7 @@ def find_program(name: str, search_path: str | None) -> str | None:
     return None
 
 
-def _quietly(remove: Callable[[str], None], path: str) -> None:
+def _quietly(remove: Callable[[str | os.PathLike[str]], None], path: str | os.PathLike[str]) -> None:
     try:
         remove(path)
     except OSError:

@@ -220,6 +220,7 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
     # fallbacks; SLURM_NODELIST keeps the job's list there (tests/data/slurm_env shows it),
     # so it is only ever a fallback for the job's own list.
     in_step = "SLURM_STEP_NODELIST" in env
+    list_var: str | None
     if in_step:
         list_var = "SLURM_STEP_NODELIST"
         count_var = _first_present(env, ("SLURM_STEP_NUM_NODES", "SLURM_NNODES"))
@@ -300,7 +301,7 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
             f"SLURM_PROCID={_clip(env['SLURM_PROCID'])!r} is outside [0, {ntasks}) ({ntasks_var or 'tasks'})"
         )
     localid = _opt_uint(env, "SLURM_LOCALID") or 0
-    if tasks_per_node and localid >= tasks_per_node[node_rank]:
+    if tasks_var is not None and tasks_per_node and localid >= tasks_per_node[node_rank]:
         raise SlurmEnvError(
             f"SLURM_LOCALID={_clip(env['SLURM_LOCALID'])!r} is outside [0, {tasks_per_node[node_rank]}) "
             f"(node {node_rank} of {tasks_var}={_clip(env[tasks_var])!r})"

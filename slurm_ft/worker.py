@@ -175,7 +175,8 @@ def in_section(path: str) -> bool:
         return False
     if len(data) < _SLOT.size or data[: len(MAGIC)] != MAGIC:
         return False
-    return _DOUBLE.unpack_from(data, _SECTION_START)[0] != 0.0
+    section_start: float = _DOUBLE.unpack_from(data, _SECTION_START)[0]
+    return section_start != 0.0
 
 
 def read_slot(view: mmap.mmap) -> Slot | None:

@@ -44,7 +44,7 @@ DECLINED = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = UsageParser(add_help=False)
     common.add_argument("--state-dir", help="the job's state dir (default: found from SLURM_* and settings)")
     common.add_argument("--config", help="YAML settings file (default $SLURM_FT_CONFIG)")
     common.add_argument(

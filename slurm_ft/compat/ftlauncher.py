@@ -209,10 +209,10 @@ def _section_timeouts(what: str, v: Value, t: Translation) -> None:
         for item in (p.strip() for p in _text(what, v).split(",")):
             if not item:
                 continue
-            name, sep, value = item.partition(":")
+            name, sep, seconds_text = item.partition(":")
             if not sep or not name.strip():
                 raise CompatError(f"{what} {v!r}: expected NAME:SECONDS pairs separated by commas")
-            pairs.append((name.strip(), value))
+            pairs.append((name.strip(), seconds_text))
     parts = []
     for name, value in pairs:
         seconds = _opt_number(f"{what} {name}", value)
@@ -458,8 +458,9 @@ def find_section(doc: Any) -> dict[str, Any] | None:
     while queue:
         node = queue.pop(0)
         if isinstance(node, dict):
-            if isinstance(node.get(YAML_SECTION), dict):
-                return node[YAML_SECTION]
+            section = node.get(YAML_SECTION)
+            if isinstance(section, dict):
+                return section
             queue.extend(v for v in node.values() if isinstance(v, dict))
     return None
 

@@ -314,7 +314,7 @@ class Member:
             # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
             self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
         if workers is None:
-            return
+            return []
         if end.failure is not None and end.failure.kind is FailureKind.HANG:
             workers.keep_stacks(f"hang, detector {end.failure.detector}")
         # The job's collective is broken: the other ranks can do no useful work, so they

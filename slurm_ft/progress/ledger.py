@@ -219,7 +219,10 @@ def load_ledger(path: Path) -> Ledger | None:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        what = f"not valid JSON ({exc.msg} at line {exc.lineno})" if hasattr(exc, "lineno") else str(exc)
+        if isinstance(exc, json.JSONDecodeError):
+            what = f"not valid JSON ({exc.msg} at line {exc.lineno})"
+        else:
+            what = str(exc)
         raise LedgerError(f"ledger {path} is corrupt: {what}{keep}; {reset_hint(path.parent)}") from None
     try:
         return ledger_from_json(doc)

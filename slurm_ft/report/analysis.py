@@ -322,13 +322,15 @@ def _inferred_outcome(last: CycleView, ledger: Ledger | None) -> tuple[str, str]
     stopped = ledger.stopped if ledger else None
     if stopped is not None and stopped.attempt == last.attempt and stopped.cycle > last.cycle:
         return exitcodes.describe(exitcodes.ExitCode.NO_PROGRESS), stopped.reason
-    word = {
+    # Keyed by the record's text: a value this version does not know is shown as it is.
+    words: dict[str, str] = {
         CycleOutcome.SUCCEEDED: "finished",
         CycleOutcome.SIGNALLED: "signalled",
         CycleOutcome.FAILED: "failed",
         CycleOutcome.LOST: "lost",
         CycleOutcome.RUNNING: "interrupted",
-    }.get(last.outcome, last.outcome)
+    }
+    word = words.get(last.outcome, last.outcome)
     why = last.failure.description if last.failure else f"last cycle {last.cycle}: {last.outcome}"
     return word, f"{why} (outcome record not kept)"
 

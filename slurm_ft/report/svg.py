@@ -161,17 +161,17 @@ def render(report: Report) -> str:
         f'<text x="{LEFT - 8}" y="{ATTEMPT_Y + 15}" text-anchor="end">attempts</text>',
         f'<text x="{LEFT - 8}" y="{CYCLE_Y + 19}" text-anchor="end">cycles</text>',
     ]
-    for a, b in gaps:
-        x0, x1 = scale.x(a), scale.x(b)
+    for gap_start, gap_end in gaps:
+        x0, x1 = scale.x(gap_start), scale.x(gap_end)
         out.append(
             f'<rect class="gap" x="{x0:.1f}" y="{ATTEMPT_Y}" width="{max(x1 - x0, 1):.1f}" '
             f'height="{CYCLE_Y + CYCLE_H - ATTEMPT_Y}" fill="url(#gap)">'
-            f"<title>{escape(f'between attempts: {seconds(b - a)}')}</title></rect>"
+            f"<title>{escape(f'between attempts: {seconds(gap_end - gap_start)}')}</title></rect>"
         )
         if x1 - x0 > 40:
             out.append(
                 f'<text x="{(x0 + x1) / 2:.1f}" y="{CYCLE_Y + 19}" text-anchor="middle" '
-                f'font-size="10" fill="#424242">{escape(seconds(b - a))}</text>'
+                f'font-size="10" fill="#424242">{escape(seconds(gap_end - gap_start))}</text>'
             )
     for a in attempts:
         x0, x1 = scale.x(a.start), scale.x(a.end)

@@ -26,7 +26,14 @@ from collections.abc import Iterator
 MPOL_PREFERRED = 1
 _MASK_BITS = 1024  # MAX_NUMNODES of the largest kernel configuration
 _WORD_BITS = ctypes.sizeof(ctypes.c_ulong) * 8
-_MaskType = ctypes.c_ulong * (_MASK_BITS // _WORD_BITS)
+
+
+class _MaskType(ctypes.Array[ctypes.c_ulong]):
+    """A node mask as the memory policy system calls read and write it."""
+
+    _type_ = ctypes.c_ulong
+    _length_ = _MASK_BITS // _WORD_BITS
+
 
 # (get_mempolicy, set_mempolicy) system call numbers
 _SYSCALLS = {"x86_64": (239, 238), "aarch64": (236, 237), "ppc64le": (260, 261)}
