@@ -25,10 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from slurm_ft.settingsyntax import FILE as PROGRESS_FILE
 from slurm_ft.settingsyntax import (
+    SourceError,
     StdSpecError,
     check_applog_prefix,
     parse_port_range,
+    parse_progress_source,
     parse_section_timeouts,
     parse_signals,
     parse_std,
@@ -333,15 +336,11 @@ def _validate_progress(progress: ProgressSettings) -> None:
         raise ConfigError(f"{YAML_ROOT}.progress.pattern: needs progress.source checkpoint-dir:DIR")
     if progress.source is None:
         return
-    # Lazily, and only for a source: the progress package imports this module, and a
-    # command that judges no progress (the health check) must not pay for loading it.
-    from slurm_ft.progress.sources import FILE, SourceError, parse_source
-
     try:
-        spec = parse_source(progress.source, progress.pattern)
+        spec = parse_progress_source(progress.source, progress.pattern)
     except SourceError as exc:
         raise ConfigError(f"{YAML_ROOT}.progress.source: {exc}") from None
-    if spec.kind == FILE and progress.min_progress_iterations != 1:
+    if spec.kind == PROGRESS_FILE and progress.min_progress_iterations != 1:
         raise ConfigError(
             f"{YAML_ROOT}.progress.min_progress_iterations: a file: source counts each replacement "
             f"as one step, so it must be 1, got {progress.min_progress_iterations}"

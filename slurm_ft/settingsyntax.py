@@ -1,13 +1,13 @@
 """The syntax of setting strings: std specs, section timeouts, signal lists, the applog
-prefix rule, port ranges (pure, stdlib only).
+prefix rule, port ranges, progress sources (pure, stdlib only).
 
 ``config`` checks every setting when it loads and the launcher parses the same strings
 when it runs; both read the rules here, so ``config`` never imports the launcher and the
 two can never disagree. A leaf module: it imports nothing of slurm_ft and nothing heavier
 than ``re``, since every command loads it at start-up through ``config``.
 
-Each parser raises ``ValueError`` naming the bad text; the caller adds which setting or
-option it came from.
+Each parser raises ``ValueError`` (or a subclass) naming the bad text; the caller adds
+which setting or option it came from.
 """
 
 from __future__ import annotations
@@ -147,3 +147,55 @@ def parse_port_range(text: str) -> tuple[int, int]:
     if not sep or not 1024 <= lo <= hi <= 65535:
         raise ValueError(f"expected LOW-HIGH within 1024-65535, got {text!r}")
     return lo, hi
+
+
+# ------------------------------------------------------------------ progress sources
+
+# The kinds of ``progress.source`` (what each means: slurm_ft.progress.sources). The bounded
+# child that looks at a source, progress/looking.py, runs as ``python -I -S`` and imports
+# nothing of slurm_ft, so it spells them again; a test keeps the two spellings equal.
+ITERATION_FILE = "iteration-file"
+CHECKPOINT_DIR = "checkpoint-dir"
+FILE = "file"
+PROGRESS_KINDS = (ITERATION_FILE, CHECKPOINT_DIR, FILE)
+
+
+class SourceError(ValueError):
+    """A source or pattern that cannot be used; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A configured progress source, parsed: its kind, its path, the pattern of a ``log:`` source."""
+
+    kind: str
+    path: str
+    pattern: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.path}"
+
+
+def parse_progress_source(text: str, pattern: str | None = None) -> SourceSpec:
+    """``KIND:PATH`` -> SourceSpec; SourceError for an unknown kind, an empty path, a bad pattern."""
+    kind, sep, path = text.partition(":")
+    if not sep or kind not in PROGRESS_KINDS:
+        raise SourceError(f"expected KIND:PATH with KIND one of {', '.join(PROGRESS_KINDS)}, got {text!r}")
+    if not path:
+        raise SourceError(f"{kind}: the path is empty")
+    if pattern is not None:
+        if kind != CHECKPOINT_DIR:
+            raise SourceError(f"a progress pattern applies only to {CHECKPOINT_DIR}: sources, not {kind}:")
+        compile_progress_pattern(pattern)
+    return SourceSpec(kind, path, pattern)
+
+
+def compile_progress_pattern(pattern: str) -> re.Pattern[str]:
+    """A ``progress.pattern``: a regular expression with exactly one group (the step)."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise SourceError(f"progress pattern {pattern!r} is not a valid regular expression ({exc})") from None
+    if compiled.groups != 1:
+        raise SourceError(f"progress pattern {pattern!r} must have exactly one group (the step)")
+    return compiled

@@ -38,6 +38,7 @@ from typing import Any
 from slurm_ft import config, progress
 from slurm_ft.cli.usage import UsageError, UsageParser, run_command
 from slurm_ft.exitcodes import ExitCode
+from slurm_ft.settingsyntax import SourceError
 
 PROG = "slurm-ft-progress"
 DECLINED = 1
@@ -143,7 +144,7 @@ def _verdict(ctx: _Context, ledger: progress.Ledger | None) -> tuple[progress.Le
         return None, policy, None
     try:
         progress.configured_source(policy)
-    except progress.SourceError as exc:
+    except SourceError as exc:
         raise UsageError(f"ledger {ctx.state.ledger}: recorded progress source: {exc}") from None
     view = progress.provisional_view(ledger, policy, progress.read_for_verdict(ledger, policy))
     return view, policy, progress.stop_reason(view, policy)

@@ -17,6 +17,7 @@ from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.progress import sources
 from slurm_ft.records import Failure, FailureKind
+from slurm_ft.settingsyntax import SourceSpec
 
 
 class JobJudge:
@@ -100,7 +101,7 @@ def _name(names: tuple[str, ...], node_rank: int) -> str:
     return names[node_rank] if node_rank < len(names) else f"node-rank-{node_rank}"
 
 
-def _progress_mark(spec: progress.SourceSpec) -> tuple[int, str | None] | None:
+def _progress_mark(spec: SourceSpec) -> tuple[int, str | None] | None:
     """What the iteration watch compares: the source's step and identity (a ``file:``
     checkpoint replaced in place moves only its identity); None while it does not exist."""
     look = sources.look(spec)

@@ -6,7 +6,8 @@ what the trainer's own checkpoints say, read from a configured source (``sources
 cycle that did not move it forward counts against the job, and ``max_no_progress_cycles``
 such cycles in a row stop it for good (exit 93). One job per module:
 
-* ``sources``  — what a source is (kinds, conventions, completion), named and parsed;
+* ``sources``  — what a source is (kinds, conventions, completion); its syntax is a
+  setting's (``slurm_ft.settingsyntax``);
 * ``looking``  — one look at a source (light standard library only: it is the bounded child);
 * ``reading``  — looks taken in a child with a deadline, and how looks become a reading;
 * ``ledger``   — the history in the state dir, as data and as a file;
@@ -45,7 +46,6 @@ from slurm_ft.progress.policy import (
     would_stop,
 )
 from slurm_ft.progress.reading import Reading
-from slurm_ft.progress.sources import SourceError, SourceSpec, parse_source
 from slurm_ft.progress.tracker import ProgressTracker, read_for_verdict
 
 __all__ = [
@@ -56,8 +56,6 @@ __all__ = [
     "LedgerError",
     "ProgressTracker",
     "Reading",
-    "SourceError",
-    "SourceSpec",
     "close_cycle",
     "configured_source",
     "effective_policy",
@@ -69,7 +67,6 @@ __all__ = [
     "mark_stopped",
     "open_cycle",
     "parse_iteration",
-    "parse_source",
     "policy_enabled",
     "provisional_view",
     "read_for_verdict",

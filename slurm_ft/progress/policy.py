@@ -18,7 +18,7 @@ from collections.abc import Collection
 from slurm_ft.config import ProgressSettings
 from slurm_ft.progress.ledger import INTERRUPTED, CycleEntry, Ledger, ResetEntry, StopEntry
 from slurm_ft.progress.reading import Reading
-from slurm_ft.progress.sources import FILE, ITERATION_FILE, SourceSpec, parse_source
+from slurm_ft.settingsyntax import FILE, ITERATION_FILE, SourceSpec, parse_progress_source
 
 GUARD_OFF = "no progress source: the no-progress guard is off"
 
@@ -26,7 +26,7 @@ GUARD_OFF = "no progress source: the no-progress guard is off"
 def configured_source(settings: ProgressSettings) -> SourceSpec | None:
     """``progress.source``, else ``progress.checkpoint_iteration_file`` (its older spelling)."""
     if settings.source:
-        return parse_source(settings.source, settings.pattern)
+        return parse_progress_source(settings.source, settings.pattern)
     if settings.checkpoint_iteration_file:
         return SourceSpec(ITERATION_FILE, settings.checkpoint_iteration_file)
     return None

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from slurm_ft.childprobe import Child
 from slurm_ft.progress import looking
-from slurm_ft.progress.sources import Look, SourceSpec
+from slurm_ft.progress.sources import Look
+from slurm_ft.settingsyntax import SourceSpec
 
 SCRIPT = str(Path(looking.__file__))
 CONFIRM_LOOKS = 5

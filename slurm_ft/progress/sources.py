@@ -36,59 +36,17 @@ Three kinds, named ``KIND:PATH`` (``--progress-source``, ``progress.source``):
 
 The looking itself lives in :mod:`slurm_ft.progress.looking`, the script the launcher runs
 as a bounded child; :func:`look` here is the same look in-process, without a bound, for
-tests. Nothing here ever writes to a source.
+tests. The syntax of a source (``KIND:PATH``, the pattern) is a setting's, checked when the
+settings load: :func:`slurm_ft.settingsyntax.parse_progress_source`. Nothing here ever
+writes to a source.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from slurm_ft.progress import looking
-from slurm_ft.progress.looking import CHECKPOINT_DIR, FILE, ITERATION_FILE
-
-KINDS = (ITERATION_FILE, CHECKPOINT_DIR, FILE)
-__all__ = ["CHECKPOINT_DIR", "FILE", "ITERATION_FILE", "KINDS", "Look", "SourceError", "SourceSpec", "look"]
-
-
-class SourceError(ValueError):
-    """A source or pattern that cannot be used; the message says what is wrong."""
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """A configured progress source, parsed: its kind, its path, the pattern of a ``log:`` source."""
-
-    kind: str
-    path: str
-    pattern: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.path}"
-
-
-def parse_source(text: str, pattern: str | None = None) -> SourceSpec:
-    """``KIND:PATH`` -> SourceSpec; SourceError for an unknown kind, an empty path, a bad pattern."""
-    kind, sep, path = text.partition(":")
-    if not sep or kind not in KINDS:
-        raise SourceError(f"expected KIND:PATH with KIND one of {', '.join(KINDS)}, got {text!r}")
-    if not path:
-        raise SourceError(f"{kind}: the path is empty")
-    if pattern is not None:
-        if kind != CHECKPOINT_DIR:
-            raise SourceError(f"a progress pattern applies only to {CHECKPOINT_DIR}: sources, not {kind}:")
-        compile_pattern(pattern)
-    return SourceSpec(kind, path, pattern)
-
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise SourceError(f"progress pattern {pattern!r} is not a valid regular expression ({exc})") from None
-    if compiled.groups != 1:
-        raise SourceError(f"progress pattern {pattern!r} must have exactly one group (the step)")
-    return compiled
+from slurm_ft.settingsyntax import SourceSpec
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from slurm_ft.config import ProgressSettings
 from slurm_ft.progress import policy
 from slurm_ft.progress.ledger import INTERRUPTED, Ledger, load_ledger, save_ledger
 from slurm_ft.progress.reading import CONFIRM_LOOKS, PendingReading, Reading, first, settled
-from slurm_ft.progress.sources import SourceSpec
+from slurm_ft.settingsyntax import SourceSpec
 
 if TYPE_CHECKING:
     from slurm_ft.statedir import StateDir

@@ -23,7 +23,7 @@ from slurm_ft import atomicfile
 from slurm_ft.config import ProgressSettings
 from slurm_ft.progress import ProgressTracker, Reading, parse_iteration
 from slurm_ft.progress.reading import PendingReading, settled
-from slurm_ft.progress.sources import ITERATION_FILE, SourceSpec
+from slurm_ft.settingsyntax import ITERATION_FILE, SourceSpec
 from slurm_ft.statedir import StateDir
 from tests.support.procs import MARKER_VAR, describe, new_marker, pids_with_marker
 

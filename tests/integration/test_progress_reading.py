@@ -17,7 +17,7 @@ import pytest
 from slurm_ft.config import ProgressSettings
 from slurm_ft.progress import GUARD_OFF, ProgressTracker, load_ledger
 from slurm_ft.progress.reading import PendingReading, first
-from slurm_ft.progress.sources import FILE, ITERATION_FILE, SourceSpec
+from slurm_ft.settingsyntax import FILE, ITERATION_FILE, SourceSpec
 from slurm_ft.statedir import StateDir
 from tests.support.procs import is_alive
 from tests.support.waiting import wait_until

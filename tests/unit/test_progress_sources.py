@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from slurm_ft.progress import looking
 from slurm_ft.progress.looking import is_temporary, parse_iteration
-from slurm_ft.progress.sources import (
+from slurm_ft.progress.sources import Look, look
+from slurm_ft.settingsyntax import (
     CHECKPOINT_DIR,
     FILE,
     ITERATION_FILE,
-    Look,
+    PROGRESS_KINDS,
     SourceError,
     SourceSpec,
-    look,
-    parse_source,
+    parse_progress_source,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -148,12 +149,12 @@ def test_parse_iteration(text: str, expected: int | None) -> None:
     ],
 )
 def test_checkpoint_dir_conventions(fixture: str, step: int, entry: str, pattern: str | None) -> None:
-    got = look(parse_source(f"checkpoint-dir:{FIXTURES / fixture}", pattern))
+    got = look(parse_progress_source(f"checkpoint-dir:{FIXTURES / fixture}", pattern))
     assert (got.present, got.step, got.entry, got.problem) == (True, step, entry, None)
 
 
 def test_a_pattern_replaces_the_built_in_conventions() -> None:
-    got = look(parse_source(f"checkpoint-dir:{FIXTURES / 'megatron'}", r"iter_(\d+)\.never"))
+    got = look(parse_progress_source(f"checkpoint-dir:{FIXTURES / 'megatron'}", r"iter_(\d+)\.never"))
     assert (got.present, got.step, got.entry) == (True, 0, None)
 
 
@@ -256,10 +257,16 @@ def test_a_large_file_is_digested_at_both_ends_only(tmp_path: Path) -> None:
 )
 def test_bad_sources_are_named(text: str, pattern: str | None, message: str) -> None:
     with pytest.raises(SourceError) as info:
-        parse_source(text, pattern)
+        parse_progress_source(text, pattern)
     assert str(info.value).startswith(message)
 
 
 def test_a_source_prints_as_it_is_written() -> None:
-    assert str(parse_source("checkpoint-dir:/ckpt/run 1")) == "checkpoint-dir:/ckpt/run 1"
-    assert parse_source("file:/a:b").path == "/a:b"
+    assert str(parse_progress_source("checkpoint-dir:/ckpt/run 1")) == "checkpoint-dir:/ckpt/run 1"
+    assert parse_progress_source("file:/a:b").path == "/a:b"
+
+
+def test_the_bounded_child_spells_the_kinds_as_the_settings_do() -> None:
+    """looking.py runs as ``python -I -S`` and cannot import settingsyntax: its own
+    spelling of the kinds must stay the settings' spelling."""
+    assert (looking.ITERATION_FILE, looking.CHECKPOINT_DIR, looking.FILE) == PROGRESS_KINDS
