@@ -77,6 +77,9 @@ class LaunchSettings:
     spare_nodes: int = 0
     segment: int = 1
     suspect_after: int = 2
+    # Start even outside a job step (an salloc shell, a batch script without srun): the
+    # user knows this node is the one to run on. Two launchers on one node stay refused.
+    allow_outside_step: bool = False
 
 
 @dataclass

@@ -59,6 +59,9 @@ class SlurmJob:
     ntasks: int
     submit_dir: str | None
     step_id: str | None = None
+    # Inside a job step (srun): the step's variables are set. A batch script or an
+    # salloc shell has only the job's, and a launcher started there is not one per node.
+    in_step: bool = False
 
     @property
     def master_addr(self) -> str:
@@ -326,6 +329,44 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
         ntasks=ntasks,
         submit_dir=env.get("SLURM_SUBMIT_DIR") or None,
         step_id=env[step_var] if step_var is not None else None,
+        in_step=in_step or step_var is not None,
+    )
+
+
+ONE_PER_NODE = "srun --ntasks-per-node=1"
+
+
+def launcher_placement_problem(job: SlurmJob, *, outside_step_allowed: bool = False) -> str | None:
+    """Why a launcher must not start with this view of the job, or None.
+
+    One launcher per node starts all of the node's workers. Two launchers on one node (a
+    step of ``--ntasks-per-node=8`` launched as is) would each run the whole job with the
+    same ranks and the same state dir; a launcher outside any step (an salloc shell, a
+    batch script without srun) is either not on one of the job's nodes or alone where
+    the other nodes never start one, and node 0 would wait out its join timeout. Both are
+    found here, before anything starts. ``outside_step_allowed``: the user said they know
+    better (a one-off on a node of their own) and only the first check applies.
+    """
+    if job.standalone:
+        return None
+    if job.in_step and (job.local_tasks > 1 or job.localid > 0):
+        tasks = max(job.local_tasks, job.localid + 1)
+        return (
+            f"this job step runs {tasks} tasks on {job.node_name} ({job.ntasks} tasks on "
+            f"{job.num_nodes} node(s)): every task would be a launcher running the whole job "
+            f"with the same ranks; start one launcher per node: {ONE_PER_NODE} slurm-ft-launch ..."
+        )
+    if job.in_step or outside_step_allowed:
+        return None
+    if job.node_name not in job.hosts:
+        where = f"{job.node_name} is not one of the job's nodes ({job.hostlist})"
+    elif job.num_nodes > 1:
+        where = f"only {job.node_name} of the job's {job.num_nodes} nodes would start a launcher"
+    else:
+        return None  # a one-node batch script on its node: the same as a one-task step
+    return (
+        f"not inside a job step on one of the job's nodes ({where}): run it with "
+        f"{ONE_PER_NODE} slurm-ft-launch ... (or, knowing better, --allow-outside-step)"
     )
 
 
@@ -400,6 +441,7 @@ def describe_full(job: SlurmJob, port: int) -> dict[str, object]:
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         step_id=job.step_id,
+        in_step=job.in_step,
         tasks_per_node=list(job.tasks_per_node),
         cpus_on_node=job.cpus_on_node,
         gpus_on_node=job.gpus_on_node,

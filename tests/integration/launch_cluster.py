@@ -35,15 +35,31 @@ def free_port() -> int:
 
 
 def slurm_env(job_id: str, num_nodes: int, node: int, *, attempt: int = 0) -> dict[str, str]:
+    """One task of ``srun --ntasks-per-node=1`` (no step id: a test's launcher that gives
+    up on a frozen peer must never scancel a real job of the local cluster)."""
+    nodelist = f"127.0.1.[1-{num_nodes}]" if num_nodes > 1 else "127.0.1.1"
     return {
         "SLURM_JOB_ID": job_id,
         "SLURM_JOB_NUM_NODES": str(num_nodes),
         "SLURM_NNODES": str(num_nodes),
         "SLURM_NODEID": str(node),
         "SLURMD_NODENAME": f"node{node}",
-        "SLURM_JOB_NODELIST": f"127.0.1.[1-{num_nodes}]" if num_nodes > 1 else "127.0.1.1",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_NUM_NODES": str(num_nodes),
+        "SLURM_STEP_TASKS_PER_NODE": f"1(x{num_nodes})" if num_nodes > 1 else "1",
+        "SLURM_PROCID": str(node),
+        "SLURM_LOCALID": "0",
         "SLURM_RESTART_COUNT": str(attempt),
     }
+
+
+def batch_env(job_id: str, num_nodes: int, *, attempt: int = 0) -> dict[str, str]:
+    """The batch shell of that job (on its first node): no step variables."""
+    env = slurm_env(job_id, num_nodes, 0, attempt=attempt)
+    for name in ("SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE"):
+        del env[name]
+    return env
 
 
 def clean_env() -> dict[str, str]:

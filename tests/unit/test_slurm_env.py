@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.hostlist import expand
-from slurm_ft.slurm import SlurmEnvError, SlurmJob, parse_tasks_per_node, rdzv_port, rdzv_ports
+from slurm_ft.slurm import (
+    SlurmEnvError,
+    SlurmJob,
+    launcher_placement_problem,
+    parse_tasks_per_node,
+    rdzv_port,
+    rdzv_ports,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -632,3 +639,72 @@ def test_rdzv_ports_of_clashing_jobs_agree_and_neighbours_never_share_a_port() -
     assert ports(41) == ports(10041)  # the same first port: the same sequence, found by verifying
     for neighbour in (40, 42, 43, 1041):
         assert not set(ports(41)) & set(ports(neighbour))
+
+
+# --- where a launcher may start (issue 32, items 1 and 2) ---------------------------------
+
+
+def one_task_step_env(node_rank: int = 0, **changes: str | None) -> dict[str, str]:
+    """A task of ``srun --ntasks-per-node=1`` in the batch job of :func:`batch_env`."""
+    env = step_env(
+        node_rank,
+        SLURM_STEP_NUM_TASKS="2",
+        SLURM_STEP_TASKS_PER_NODE="1(x2)",
+        SLURM_TASKS_PER_NODE="1(x2)",
+        SLURM_NTASKS="2",
+        SLURM_PROCID=str(node_rank),
+        SLURM_LOCALID="0",
+    )
+    return _apply(env, changes)
+
+
+def test_one_launcher_per_node_in_a_step_may_start() -> None:
+    for node in (0, 1):
+        job = SlurmJob.from_env(one_task_step_env(node))
+        assert job.in_step
+        assert launcher_placement_problem(job) is None
+    assert launcher_placement_problem(SlurmJob.from_env({})) is None  # standalone
+
+
+def test_two_launchers_on_one_node_are_refused_naming_the_count_and_the_fix() -> None:
+    for node in (0, 1):
+        problem = launcher_placement_problem(SlurmJob.from_env(step_env(node)))
+        assert problem is not None
+        assert f"this job step runs 2 tasks on node{node + 1} (4 tasks on 2 node(s))" in problem
+        assert "srun --ntasks-per-node=1" in problem
+    # The override for a launcher outside a step does not cover this.
+    assert launcher_placement_problem(SlurmJob.from_env(step_env(0)), outside_step_allowed=True)
+    # No tasks-per-node variable but a second local task: still found.
+    env = one_task_step_env(0, SLURM_STEP_TASKS_PER_NODE=None, SLURM_TASKS_PER_NODE=None, SLURM_LOCALID="1")
+    assert "2 tasks on node1" in (launcher_placement_problem(SlurmJob.from_env(env)) or "")
+
+
+def test_outside_a_step_the_launcher_is_refused_unless_allowed() -> None:
+    batch = SlurmJob.from_env(batch_env())
+    assert not batch.in_step
+    problem = launcher_placement_problem(batch)
+    assert problem is not None
+    assert problem.startswith(
+        "not inside a job step on one of the job's nodes (only node1 of the job's 2 nodes"
+    )
+    assert "run it with srun --ntasks-per-node=1 slurm-ft-launch" in problem
+    assert launcher_placement_problem(batch, outside_step_allowed=True) is None
+    # An salloc shell on a login node: Slurm names no node, the host name is not in the list.
+    shell = SlurmJob.from_env(batch_env(SLURM_NODEID=None, SLURMD_NODENAME=None), hostname="vm")
+    assert "vm is not one of the job's nodes (node[1-2])" in (launcher_placement_problem(shell) or "")
+    one_node = batch_env(SLURM_JOB_NODELIST="node1", SLURM_NODELIST="node1", SLURM_JOB_NUM_NODES="1")
+    one_node.update(SLURM_NNODES="1", SLURM_TASKS_PER_NODE="1")
+    assert launcher_placement_problem(SlurmJob.from_env(one_node)) is None  # its own node: fine
+    assert launcher_placement_problem(SlurmJob.from_env(one_node, hostname="vm")) is None
+    login_env = _apply(one_node, {"SLURM_NODEID": None, "SLURMD_NODENAME": None})
+    login = SlurmJob.from_env(login_env, hostname="vm")
+    assert launcher_placement_problem(login) is not None
+
+
+def test_captured_step_dumps_may_start_and_batch_dumps_may_not(dumps: dict[str, SlurmJob]) -> None:
+    for name, job in dumps.items():
+        problem = launcher_placement_problem(job)
+        if name.startswith("batch_") and job.num_nodes > 1:
+            assert problem is not None and problem.startswith("not inside a job step"), name
+        elif job.local_tasks == 1:
+            assert problem is None, (name, problem)
