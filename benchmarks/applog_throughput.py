@@ -25,7 +25,7 @@ from pathlib import Path
 
 from slurm_ft.launch.output.applog import AppLog, open_worker_pipe
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.output.framing import rank_width
+from slurm_ft.logline import rank_width
 
 WRITER = r"""
 import os, sys

@@ -106,6 +106,32 @@ class Failure:
         return cls(**kw)
 
 
+@dataclass(frozen=True)
+class LogFile:
+    """One file of a cycle's application log: the job's only one (``node`` None: every
+    launcher appends to it) or one node's (``--applog-per-node``). ``node_rank`` is the
+    launcher's index in the cycle's ``nodes``, the ``.node<K>`` of the file name."""
+
+    path: str
+    node: str | None = None
+    node_rank: int | None = None
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> LogFile:
+        """ValueError when ``doc`` is not a log file entry (records are read defensively)."""
+        path, node, rank = doc.get("path"), doc.get("node"), doc.get("node_rank")
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"log file entry without a path: {doc!r}")
+        if node is not None and not isinstance(node, str):
+            raise ValueError(f"log file entry with a bad node: {doc!r}")
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
+            raise ValueError(f"log file entry with a bad node_rank: {doc!r}")
+        return cls(path, node, rank)
+
+
 @dataclass
 class CycleRecord:
     """``cycles/cycle<N>.json``: who ran cycle N and how it ended (``end_*`` filled at close)."""
@@ -129,6 +155,9 @@ class CycleRecord:
     active_nodes: list[str] = field(default_factory=list)
     spare_nodes: list[str] = field(default_factory=list)
     replacements: list[str] = field(default_factory=list)
+    # The cycle's application log files (``LogFile.to_json``), so readers never rebuild the
+    # names from settings they do not have; empty when the cycle had no log file.
+    log_files: list[JsonDict] = field(default_factory=list)
     version: int = RECORD_VERSION
 
     def to_json(self) -> JsonDict:

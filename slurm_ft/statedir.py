@@ -83,6 +83,10 @@ class StateDir:
         """TORCHELASTIC_ERROR_FILE of one worker in one cycle."""
         return self.error_files_dir / f"cycle{cycle}" / f"rank{rank}.json"
 
+    def stacks_file(self, cycle: int, rank: int) -> Path:
+        """Every thread's Python stack of one worker, kept when a hang stopped its cycle."""
+        return self.error_files_dir / f"cycle{cycle}" / f"stacks-rank{rank}.txt"
+
 
 def resolve(job: SlurmJob, configured: str | None, cwd: str | os.PathLike[str]) -> StateDir:
     """The state dir: the configured one, else ``<submit dir>/.slurm_ft/<job key>``.

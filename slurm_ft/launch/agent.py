@@ -102,7 +102,15 @@ class Agent:
         self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
-        self.books = Bookkeeper(cfg.state, cfg.job, cfg.run_id, cfg.topo, seams.clock)
+        self.books = Bookkeeper(
+            cfg.state,
+            cfg.job,
+            cfg.run_id,
+            cfg.topo,
+            seams.clock,
+            applog_prefix=cfg.settings.applog.prefix,
+            applog_per_node=cfg.settings.applog.per_node,
+        )
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None

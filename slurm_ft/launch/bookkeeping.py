@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from slurm_ft import atomicfile, records
+from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
 from slurm_ft.launch.workers.process import Topology
@@ -45,9 +46,19 @@ class RunSummary:
 
 class Bookkeeper:
     def __init__(
-        self, state: StateDir, job: SlurmJob, run_id: str, topo: Topology, clock: Callable[[], float]
+        self,
+        state: StateDir,
+        job: SlurmJob,
+        run_id: str,
+        topo: Topology,
+        clock: Callable[[], float],
+        *,
+        applog_prefix: str | None = None,
+        applog_per_node: bool = False,
     ) -> None:
         self.state = state
+        self.applog_prefix = applog_prefix
+        self.applog_per_node = applog_per_node
         self.job = job
         self.run_id = run_id
         self.topo = topo
@@ -87,7 +98,23 @@ class Bookkeeper:
             active_nodes=active,
             spare_nodes=spare,
             replacements=list(d.replacements),
+            log_files=[f.to_json() for f in self.log_files(cycle, d)],
         )
+
+    def log_files(self, cycle: int, d: Decision) -> list[records.LogFile]:
+        """The files the cycle's launchers write its output to (the same naming rule as
+        ``CycleWorkers``: ``.node<K>`` with the launcher's index K in the node list)."""
+        if not self.applog_prefix:
+            return []
+        if not self.applog_per_node:
+            return [records.LogFile(str(cycle_log_path(self.applog_prefix, cycle)))]
+        names = list(d.nodes) or [self.job.node_name]
+        working = d.active or tuple(range(len(names)))
+        return [
+            records.LogFile(str(cycle_log_path(self.applog_prefix, cycle, k)), names[k], k)
+            for k in working
+            if k < len(names)
+        ]
 
     def outcome(self, run: RunSummary, ending: Ending) -> records.OutcomeRecord:
         failure = run.last_failure

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.launch.output.applog import DEFAULT_PIPE_SIZE, F_SETPIPE_SZ, open_worker_pipe
-from slurm_ft.launch.output.framing import rank_width
+from slurm_ft.logline import rank_width
 from tests.integration.applog_support import (
     Workers,
     by_rank,

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_ft.launch.output.framing import LineFramer, rank_prefix, rank_width, utf8_cut
+from slurm_ft.launch.output.framing import LineFramer, utf8_cut
+from slurm_ft.logline import rank_prefix, rank_width
 
 
 def reference(stream: bytes, rank: int, width: int, cap: int) -> bytes:

@@ -12,32 +12,19 @@ and hands back pieces (:meth:`LineFramer.feed_parts`) that the writer passes to 
 replace. The per-line path is taken only when a line could exceed the cap, which with the
 default sizes (read 1 MiB, cap 1 MiB) only happens for genuinely long lines.
 
-Record marks, after the right-aligned global rank (``srun -l`` style):
-``": "`` a line, or the first piece of a line longer than the cap;
-``"+ "`` a continuation piece of the previous piece of the same rank (concatenating the
-pieces without their added ``\\n`` gives back the original line exactly);
-``"! "`` a note from the launcher about this rank's stream, never worker output.
+The line format (rank prefix and marks) lives in ``slurm_ft.logline``, which the reader
+(``slurm-ft-logs``) shares; concatenating a line's pieces (``": "`` then ``"+ "`` marks)
+without their added ``\\n`` gives back the original line exactly.
 """
 
 from __future__ import annotations
 
 from typing import TypeAlias
 
+from slurm_ft.logline import CONTINUATION_MARK, LINE_MARK, NOTE_MARK, rank_prefix
+
 # What feed_parts hands out: pieces to write in order; one writev takes them all.
 Part: TypeAlias = bytes | bytearray | memoryview
-
-LINE_MARK = b": "
-CONTINUATION_MARK = b"+ "
-NOTE_MARK = b"! "
-
-
-def rank_width(world_size: int) -> int:
-    """Width of the largest global rank, so prefixes line up like ``srun -l``."""
-    return len(str(max(world_size - 1, 0)))
-
-
-def rank_prefix(global_rank: int, width: int, mark: bytes = LINE_MARK) -> bytes:
-    return f"{global_rank:>{width}}".encode() + mark
 
 
 def utf8_cut(buf: bytes | bytearray, cap: int) -> int:

@@ -19,11 +19,11 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output import applog as applog_mod
 from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.output.framing import rank_width
 from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.survivors import Survivor
+from slurm_ft.logline import rank_width
 from slurm_ft.records import Failure, FailureKind
 
 
@@ -223,7 +223,7 @@ class CycleWorkers:
             if text is None:
                 self._events.event(f"no stack from rank {rank} within the stack dump timeout")
                 continue
-            path = folder / f"stacks-rank{rank}.txt"
+            path = self._cfg.state.stacks_file(self.cycle, rank)
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
