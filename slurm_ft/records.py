@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -205,7 +206,101 @@ class OutcomeRecord:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
-def write(path: Path, record: CycleRecord | OutcomeRecord) -> None:
+@dataclass(frozen=True)
+class WorkerProcess:
+    """One worker of one cycle on one node: its pid and the pid's start tick (``procident``)."""
+
+    rank: int
+    local_rank: int
+    pid: int
+    start_ticks: int | None = None
+
+
+@dataclass
+class NodeProcesses:
+    """``processes/cycle<N>/<node>.json``, written by every launcher (spares too) when a
+    cycle's workers start: which processes are this node's part of the job. ``slurm-ft-drill``
+    finds its targets here, never by process name; the start ticks let it refuse a pid that
+    was reused. Each node writes only its own file, so a shared state dir needs no rule."""
+
+    cycle: int
+    node: str
+    node_rank: int
+    job_id: str | None
+    run_uuid: str
+    launcher_pid: int
+    launcher_start_ticks: int | None
+    time: float
+    workers: list[WorkerProcess] = field(default_factory=list)  # empty on a spare
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> NodeProcesses:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in doc.items() if k in names}
+        kw["workers"] = [WorkerProcess(**w) for w in kw.get("workers") or []]
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class DrillRecord:
+    """``drills/<time>-<fault>.json``: one fault that ``slurm-ft-drill`` injected (or tried
+    to: ``injected`` False with ``problem``), so the report can put it on the timeline and
+    charge the cycle it ended with what it cost."""
+
+    fault: str
+    time: float  # wall clock when the signal was sent
+    node: str | None
+    node_rank: int | None
+    rank: int | None
+    cycle: int | None  # the cycle whose processes were targeted
+    signal: str | None
+    pids: list[int]
+    job_id: str | None
+    injected: bool = True
+    problem: str | None = None
+    schedule: str | None = None  # "seed K, fault 3 of 10" for scheduled drills
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> DrillRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass(frozen=True)
+class ProgressReading:
+    """One line of ``progress/readings.jsonl``: the progress source moved to ``step`` at
+    ``time`` (node 0 looks every second or so while the job runs). The report times each
+    cycle's start-up, kept training and lost work from these."""
+
+    time: float
+    step: int
+    mark: str | None = None
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+
+def append_reading(path: Path, reading: ProgressReading) -> None:
+    """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
+    at worst a torn last line after a crash, which it skips."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def write(path: Path, record: CycleRecord | OutcomeRecord | NodeProcesses | DrillRecord) -> None:
     atomicfile.write_json(path, record.to_json())
 
 

@@ -76,6 +76,24 @@ class StateDir:
         return self.unhealthy_dir / f"{node_name}.json"
 
     @property
+    def processes_dir(self) -> Path:
+        return self.path / "processes"
+
+    def node_processes(self, cycle: int, node_name: str) -> Path:
+        """The launcher's and workers' pids of one node in one cycle (``records.NodeProcesses``)."""
+        return self.processes_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
+
+    @property
+    def drills_dir(self) -> Path:
+        """One ``records.DrillRecord`` per fault ``slurm-ft-drill`` injected."""
+        return self.path / "drills"
+
+    @property
+    def progress_readings(self) -> Path:
+        """Node 0's timed readings of the progress source (``records.ProgressReading``, JSON lines)."""
+        return self.path / "progress" / "readings.jsonl"
+
+    @property
     def error_files_dir(self) -> Path:
         return self.path / "errors"
 

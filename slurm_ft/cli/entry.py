@@ -38,6 +38,10 @@ def report() -> NoReturn:
     _run("slurm_ft.cli.report")
 
 
+def drill() -> NoReturn:
+    _run("slurm_ft.cli.drill")
+
+
 def collect_from_now_on() -> None:
     """Freeze what exists and resume the collector, if a command's start paused it."""
     if not gc.isenabled():

@@ -166,6 +166,7 @@ class Agent:
             if topo is None:
                 self._enter(Phase.STANDBY)
                 self.ev.event(f"cycle {cycle}: standing by as a spare")
+                self.books.node_processes(self.run, cycle, [])
                 end = member.stand_by(i, judge, active)
             else:
                 if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
@@ -247,6 +248,9 @@ class Agent:
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
         self.workers = CycleWorkers.start(cfg, i, cycle, decision, self.ev, self._run_dir, first=first)
+        self.books.node_processes(
+            self.run, cycle, [(w.rank, w.local_rank, w.pid) for w in self.workers.group.workers]
+        )
         self.books.flush()
         return self.workers
 

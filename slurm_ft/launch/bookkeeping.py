@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slurm_ft import atomicfile, records
+from slurm_ft import atomicfile, procident, records
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
@@ -185,6 +186,29 @@ class Bookkeeper:
         rec = records.CycleRecord.from_json(doc)
         rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
         records.write(self.state.cycle_record(cycle), rec)
+
+    # ------------------------------------------------------------------ processes
+
+    def node_processes(self, run: RunSummary, cycle: int, workers: list[tuple[int, int, int]]) -> None:
+        """This node's launcher and workers ((rank, local rank, pid); none on a spare) in ``cycle``,
+        for ``slurm-ft-drill``. Every node writes its own file; a state dir that cannot
+        take it costs the drill its targets, never the job its cycle."""
+        rec = records.NodeProcesses(
+            cycle=cycle,
+            node=self.job.node_name,
+            node_rank=self.job.node_rank,
+            job_id=self.job.job_id,
+            run_uuid=run.run_uuid,
+            launcher_pid=os.getpid(),
+            launcher_start_ticks=procident.start_ticks(os.getpid()),
+            time=self.clock(),
+            workers=[
+                records.WorkerProcess(rank, local, pid, procident.start_ticks(pid))
+                for rank, local, pid in sorted(workers)
+            ],
+        )
+        with contextlib.suppress(OSError):
+            records.write(self.state.node_processes(cycle, self.job.node_name), rec)
 
     # ------------------------------------------------------------------ unhealthy nodes
 

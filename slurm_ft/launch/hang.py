@@ -301,9 +301,11 @@ class IterationWatch(threading.Thread):
         read: Callable[[], tuple[int, str | None] | None],
         period: float,
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[int, str | None], None] | None = None,
     ) -> None:
         super().__init__(name="slurm-ft-iteration-watch", daemon=True)
         self._read = read
+        self._on_change = on_change  # the report's timed readings (``records.ProgressReading``)
         self._period = period
         self._clock = clock
         self._stop_event = threading.Event()
@@ -319,10 +321,14 @@ class IterationWatch(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.is_set():
             value = self._read()
+            moved = False
             with self._lock:
                 if value is not None and value != self._value:
                     self._value = value
                     self._changed = self._clock()
+                    moved = True
+            if moved and value is not None and self._on_change is not None:
+                self._on_change(*value)
             self._stop_event.wait(self._period)
 
     def stalled(self, timeout: float) -> Hang | None:

@@ -5,11 +5,13 @@ this node's own workers."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
-from slurm_ft import progress
+from slurm_ft import progress, records
 from slurm_ft.launch import hang, spares
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
@@ -18,6 +20,12 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.progress import sources
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.settingsyntax import SourceSpec
+
+
+# How often node 0 looks at the progress source for the report's timed readings (and the
+# iteration timeout, when one is set, at least this often): the start-up and lost-work
+# stretches of a cycle are known to about this much.
+READINGS_PERIOD_S = 1.0
 
 
 class JobJudge:
@@ -41,8 +49,10 @@ class JobJudge:
         self.lost_spares: set[int] = set()  # spares whose loss was already logged
         self.iterations: hang.IterationWatch | None = None
         spec = progress.configured_source(cfg.settings.progress)
-        if hangs.limits.iteration and spec is not None:
-            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), hangs.limits.period)
+        if spec is not None:  # for the iteration timeout, and for the report's timed readings
+            period = min(hangs.limits.period, READINGS_PERIOD_S)
+            on_change = partial(_keep_reading, cfg.state.progress_readings, clock)
+            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), period, on_change=on_change)
             self.iterations.start()
 
     def new_cycle(self) -> None:
@@ -88,13 +98,20 @@ class JobJudge:
             silent = hang.judge_silence(quiet, limits.silence)
             if silent is not None:
                 return silent
-        if self.iterations is not None:
+        if self.iterations is not None and limits.iteration:
             return self.iterations.stalled(limits.iteration)
         return None
 
     def stop(self) -> None:
         if self.iterations is not None:
             self.iterations.stop()
+
+
+def _keep_reading(path: Path, clock: Callable[[], float], step: int, mark: str | None) -> None:
+    """Append one timed reading; a state dir that cannot take it costs the report its
+    split of the cycles, never the job its watch."""
+    with contextlib.suppress(OSError):
+        records.append_reading(path, records.ProgressReading(clock(), step, mark))
 
 
 def _name(names: tuple[str, ...], node_rank: int) -> str:
