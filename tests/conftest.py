@@ -1,3 +1,3 @@
 """Fixtures shared by every test directory."""
 
-from tests.support.hungfs import hungfs  # noqa: F401  (a fixture: a mount that stops answering)
+from tests.support.hungfs import hungfs, stoppable_fs  # noqa: F401  (fixtures: mounts that stop answering)

@@ -162,6 +162,31 @@ def local_target(path: str, mounts: Sequence[Mount]) -> str | None:
     return resolved
 
 
+def on_local_disk(path: str, mounts: Sequence[Mount]) -> bool:
+    """True when ``path`` (absolute; it need not exist yet) is reached through local disk
+    file systems only: its deepest existing ancestor passes :func:`local_target`, and no
+    mount other than a local one lies on the way to the rest. The launcher writes such a
+    path itself; any other goes through a child it can abandon (``slurm_ft.scribe``)."""
+    if not path.startswith("/") or not mounts:
+        return False
+    parts = [p for p in path.split("/") if p]
+    for keep in range(len(parts), -1, -1):
+        base = "/" + "/".join(parts[:keep])
+        resolved = local_target(base, mounts) if keep else "/"
+        if resolved is None:
+            continue
+        rest = parts[keep:]
+        here = mount_of(resolved, mounts)
+        if here is None or here.fstype not in LOCAL_FSTYPES:
+            return False
+        for depth in range(1, len(rest) + 1):
+            m = mount_of(os.path.join(resolved, *rest[:depth]), mounts)
+            if m is None or m.fstype not in LOCAL_FSTYPES:
+                return False
+        return True
+    return False
+
+
 def probe_here(name: str, op: str, target: str, data: dict[str, object]) -> Result:
     """The child's probe, run in this process (only for a :func:`local_target`)."""
     started = time.monotonic()

@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +61,75 @@ def hungfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         daemon.wait()
         fusermount = shutil.which("fusermount") or "fusermount"
         subprocess.run([fusermount, "-u", "-z", str(mnt)], capture_output=True, check=False)
+
+
+class StoppableFs:
+    """A pass-through FUSE mount of ``root`` whose server stops answering on :meth:`stop`
+    and answers everything held back on :meth:`go` (see hungfs_daemon.py)."""
+
+    def __init__(self, mount: Path, root: Path) -> None:
+        self.mount = mount
+        self.root = root
+        self.daemon = subprocess.Popen(
+            [sys.executable, str(DAEMON), str(mount), "--passthrough", str(root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def _say(self, word: str) -> None:
+        assert self.daemon.stdin is not None and self.daemon.stdout is not None
+        self.daemon.stdin.write(word + "\n")
+        self.daemon.stdin.flush()
+        assert self.daemon.stdout.readline().strip() == word  # the gate is set
+
+    def stop(self) -> None:
+        """From now on no request is answered: callers sleep in the kernel."""
+        self._say("stop")
+
+    def go(self) -> None:
+        """Answer everything held back, and everything from now on."""
+        self._say("go")
+
+    def close(self) -> None:
+        """Answer what is held back, then end the server (which fails anything left) and unmount."""
+        if self.daemon.poll() is None:
+            try:
+                self.go()
+            except (OSError, AssertionError, ValueError):
+                pass
+            self.daemon.send_signal(signal.SIGKILL)
+        self.daemon.wait()
+        fusermount = shutil.which("fusermount") or "fusermount"
+        subprocess.run([fusermount, "-u", "-z", str(self.mount)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def stoppable_fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], StoppableFs]]:
+    """A factory of pass-through mounts that stop answering on demand; every mount made is
+    released, its server killed and the mount removed at teardown, whatever the test did."""
+    if os.geteuid() != 0 or not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        _skip_or_fail("needs root and a usable /dev/fuse")
+    try:
+        import fuse  # noqa: F401
+    except (ImportError, OSError) as exc:
+        _skip_or_fail(f"fusepy/libfuse2 missing: {exc}")
+    made: list[StoppableFs] = []
+
+    def make() -> StoppableFs:
+        mnt = tmp_path_factory.mktemp("stopfs")
+        root = tmp_path_factory.mktemp("stopfs-root")
+        os.chmod(mnt, 0o755)
+        fs = StoppableFs(mnt, root)
+        made.append(fs)
+        wait_until(lambda: _mounted(mnt) or fs.daemon.poll() is not None, 20, message="FUSE mount")
+        if fs.daemon.poll() is not None:
+            _skip_or_fail(f"cannot mount FUSE: {fs.daemon.stderr.read() if fs.daemon.stderr else ''}")
+        return fs
+
+    try:
+        yield make
+    finally:
+        for fs in made:
+            fs.close()
