@@ -35,6 +35,15 @@ def signal_of(code: int) -> signal.Signals | None:
         return None
 
 
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15, as the launcher's messages and reasons name a signal; a number
+    Python has no name for (a real-time signal) is ``signal 40``."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def describe(code: int) -> str:
     """A short word for an exit code, as the outcome record and templates print it."""
     try:

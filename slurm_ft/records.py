@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -29,6 +30,13 @@ TRACEBACK_LIMIT = 16 * 1024
 # A record or message as parsed JSON: the records are a file format, read by people,
 # templates and other tools, so their values stay plain JSON.
 JsonDict = dict[str, Any]
+
+
+def node_name(names: Sequence[str], k: int) -> str:
+    """The name of launcher ``k`` (hostlist index) as records and messages give it: the
+    name it joined with, or ``node-rank-K`` while that is unknown (it never joined, or the
+    names are known only once every launcher did)."""
+    return names[k] if k < len(names) else f"node-rank-{k}"
 
 
 class CycleOutcome(str, Enum):

@@ -45,7 +45,7 @@ from slurm_ft.launch import spares as spares_mod
 from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.workers.process import Topology
+from slurm_ft.launch.workers.layout import Topology
 
 OP_TIMEOUT = 120.0
 DECISION_POLL_CAP = 0.25

@@ -497,7 +497,7 @@ def _health_enabled(checks: Sequence[str]) -> bool:
 
 
 def _entry(ns: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Any:
-    from slurm_ft.launch.workers.process import Entry
+    from slurm_ft.launch.workers.layout import Entry
 
     args = tuple(ns.args)
     if ns.module:
@@ -765,6 +765,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     from slurm_ft.compat.errors import CompatError
     from slurm_ft.launch.rendezvous import jobsecret
     from slurm_ft.launch.workers import process as wk
+    from slurm_ft.launch.workers.layout import Topology
     from slurm_ft.settingsyntax import parse_port_range, parse_signals
     from slurm_ft.slurm import rdzv_ports
 
@@ -810,7 +811,7 @@ def _main(args: list[str], env: dict[str, str]) -> int:
     if job.num_nodes == 1:
         ports = ()  # a single node keeps its store in process (no port, no torch import)
     active = _active_nodes(job.num_nodes, settings.launch)
-    topo = wk.Topology(job.node_rank, active, nproc, job.master_addr, settings.launch.role)
+    topo = Topology(job.node_rank, active, nproc, job.master_addr, settings.launch.role)
     cfg = agent_mod.AgentConfig(
         job=job,
         settings=settings,

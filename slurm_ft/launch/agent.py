@@ -46,8 +46,9 @@ from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
+from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.launch.workers.survivors import Survivor
-from slurm_ft.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.records import CycleOutcome, Failure, FailureKind, node_name
 from slurm_ft.settingsyntax import parse_signals
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ class Agent:
             self.books.defer(lambda: self.books.peer_close(previous, lambda: client.result(i - 1)))
         return decision
 
-    def _start(self, i: int, cycle: int, decision: Decision, topo: wk.Topology) -> CycleWorkers:
+    def _start(self, i: int, cycle: int, decision: Decision, topo: Topology) -> CycleWorkers:
         if not self.cfg.is_node0:
             self.books.open_cycle(self.run, i, cycle, decision)
         self.run = self.run.started(cycle)
@@ -461,9 +462,6 @@ def metrics_of(agent: Agent) -> LauncherMetrics:
     ages = monitor.ages() if monitor is not None else {}
     names = run.nodes
 
-    def name(k: int) -> str:
-        return names[k] if k < len(names) else f"node-rank-{k}"
-
     return LauncherMetrics(
         job=job.job_key,
         node=job.node_name,
@@ -477,7 +475,7 @@ def metrics_of(agent: Agent) -> LauncherMetrics:
         last_failure_kind=failure.kind.value if failure else None,
         log_lines_lost=agent.log_lost[0],
         log_bytes_lost=agent.log_lost[1],
-        peer_heartbeat_age_s=tuple((name(k), round(age, 1)) for k, age in sorted(ages.items())),
+        peer_heartbeat_age_s=tuple((node_name(names, k), round(age, 1)) for k, age in sorted(ages.items())),
     )
 
 

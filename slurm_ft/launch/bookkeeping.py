@@ -22,7 +22,7 @@ from slurm_ft import atomicfile, procident, records
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
-from slurm_ft.launch.workers.process import Topology
+from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir

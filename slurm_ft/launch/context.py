@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.config import Settings
 from slurm_ft.launch.rendezvous.jobsecret import StoreAuth
-from slurm_ft.launch.workers.process import Entry, Topology
+from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 

@@ -28,7 +28,7 @@ from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
-from slurm_ft.records import CycleOutcome, Failure
+from slurm_ft.records import CycleOutcome, Failure, node_name
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,6 @@ class Coordinator:
 
     # ------------------------------------------------------------------ join + decide
 
-    def _name(self, names: tuple[str, ...], node_rank: int) -> str:
-        return names[node_rank] if node_rank < len(names) else f"node-rank-{node_rank}"
-
     def gather(
         self, i: int, previous: Failure | None, abort: Callable[[], bool], sleep: Callable[[float], None]
     ) -> Roster:
@@ -144,17 +141,14 @@ class Coordinator:
                 max_interval=0.25,
             )
         infos = self.client.join_records(i, n)
-        names = tuple(
-            info.node_name if info else self._name(self.nodes, k) if self.nodes else f"node-rank-{k}"
-            for k, info in enumerate(infos)
-        )
+        names = tuple(info.node_name if info else node_name(self.nodes, k) for k, info in enumerate(infos))
         lost_ranks = tuple(sorted(self.threads.lost_peers()))
         return Roster(
             names=names,
             complete=all(info is not None for info in infos),
             missing=tuple(names[k] for k, info in enumerate(infos) if info is None),
             unhealthy=tuple((info.node_name, info.unhealthy) for info in infos if info and info.unhealthy),
-            lost=tuple(self._name(self.nodes or names, k) for k in lost_ranks),
+            lost=tuple(node_name(self.nodes or names, k) for k in lost_ranks),
             joins=tuple(infos),
             lost_ranks=lost_ranks,
         )
@@ -281,7 +275,7 @@ class Coordinator:
             return run
         Why = spares.Why
         lost = {*self.spares.named(self.nodes, (Why.LOST, Why.MISSING))}
-        lost |= {self._name(self.nodes, k) for k in (self.jury.lost_spares if self.jury else ())}
+        lost |= {node_name(self.nodes, k) for k in (self.jury.lost_spares if self.jury else ())}
         return dataclasses.replace(
             run, lost_nodes=tuple(sorted(lost)), suspect_nodes=self.spares.named(self.nodes, (Why.SUSPECT,))
         )

@@ -18,7 +18,7 @@ from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.progress import sources
-from slurm_ft.records import Failure, FailureKind
+from slurm_ft.records import Failure, FailureKind, node_name
 from slurm_ft.settingsyntax import SourceSpec
 
 
@@ -71,14 +71,14 @@ class JobJudge:
             active = set(self.book.active)
             for k in sorted(set(lost) - active - self.lost_spares):
                 self.lost_spares.add(k)
-                self.ev.event(f"spare {_name(names, k)} lost (silent for {lost[k]:.1f}s)")
+                self.ev.event(f"spare {node_name(names, k)} lost (silent for {lost[k]:.1f}s)")
             lost = {k: v for k, v in lost.items() if k in active}
         if not lost:
             return None
         node = min(lost)
         return Failure(
             kind=FailureKind.LOST_NODE,
-            node=_name(names, node),
+            node=node_name(names, node),
             node_rank=node,
             time=self.clock(),
             detail=f"launcher silent for {lost[node]:.1f}s (heartbeat lost)",
@@ -112,10 +112,6 @@ def _keep_reading(path: Path, clock: Callable[[], float], step: int, mark: str |
     split of the cycles, never the job its watch."""
     with contextlib.suppress(OSError):
         records.append_reading(path, records.ProgressReading(clock(), step, mark))
-
-
-def _name(names: tuple[str, ...], node_rank: int) -> str:
-    return names[node_rank] if node_rank < len(names) else f"node-rank-{node_rank}"
 
 
 def _progress_mark(spec: SourceSpec) -> tuple[int, str | None] | None:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from enum import Enum
 
 from slurm_ft import health
+from slurm_ft.exitcodes import signal_name
 from slurm_ft.health import nicmonitor
 from slurm_ft.launch import hang
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo

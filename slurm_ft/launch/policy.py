@@ -13,7 +13,6 @@ Three kinds of decision live here and nowhere else:
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -190,13 +189,6 @@ class Ending:
         return exitcodes.describe(self.exit_code)
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 def finished() -> Ending:
     return Ending(0, "all workers finished")
 
@@ -217,7 +209,7 @@ def signalled(signum: int, node_name: str | None) -> Ending:
     """This launcher received ``signum``: during a cycle (``node_name`` given, after the
     workers got it too) or between cycles."""
     who = f"{node_name} received" if node_name else "received"
-    return Ending(exitcodes.for_signal(signum), f"{who} {signal_name(signum)}")
+    return Ending(exitcodes.for_signal(signum), f"{who} {exitcodes.signal_name(signum)}")
 
 
 def store_lost(detail: str, *, unhealthy: bool) -> Ending:

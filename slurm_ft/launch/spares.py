@@ -18,8 +18,8 @@ from enum import Enum
 from slurm_ft.launch import policy
 from slurm_ft.launch.policy import Placement
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
-from slurm_ft.launch.workers.process import Topology
-from slurm_ft.records import Failure
+from slurm_ft.launch.workers.layout import Topology
+from slurm_ft.records import Failure, node_name
 
 
 class Why(str, Enum):
@@ -117,11 +117,7 @@ class SpareBook:
 
     def named(self, names: Sequence[str], why: Sequence[Why]) -> tuple[str, ...]:
         """The names of the launchers retired for one of ``why``, in hostlist order."""
-        return tuple(
-            names[k] if k < len(names) else f"node-rank-{k}"
-            for k, r in sorted(self.retired.items())
-            if r.why in why
-        )
+        return tuple(node_name(names, k) for k, r in sorted(self.retired.items()) if r.why in why)
 
 
 def describe(r: policy.Replacement, names: Sequence[str]) -> str:

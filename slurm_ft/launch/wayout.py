@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_ft.exitcodes import signal_name
 from slurm_ft.launch import policy
-from slurm_ft.launch.policy import Ending, signal_name
+from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import Decision
 
 # How long node 0 keeps the store up for peers to read why it leaves on its own.

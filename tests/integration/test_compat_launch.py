@@ -19,6 +19,7 @@ from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.applog import AppLog
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.workers import process as wk
+from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.settingsyntax import parse_std
 from tests.integration.launch_cluster import ECHO, LAUNCH, clean_env, slurm_env
 from tests.support import procs
@@ -149,7 +150,7 @@ def test_per_rank_files_have_torchruns_layout_and_the_cycle_log_keeps_every_line
         tee_stream_fd=out_fd,
         tee_err_fd=err_fd,
     )
-    topo = wk.Topology(0, 1, 2, "127.0.0.1")
+    topo = Topology(0, 1, 2, "127.0.0.1")
     specs, outs, errs = [], {}, {}
     for local in range(2):
         env = dict(os.environ, RANK=str(topo.global_rank(local)))

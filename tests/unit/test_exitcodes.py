@@ -26,3 +26,9 @@ def test_describe():
     assert exitcodes.describe(94) == "unhealthy"
     assert exitcodes.describe(143) == "signal-SIGTERM"
     assert exitcodes.describe(7) == "exit-7"
+
+
+def test_signal_names_in_messages():
+    assert exitcodes.signal_name(signal.SIGTERM) == "SIGTERM"
+    assert exitcodes.signal_name(int(signal.SIGUSR1)) == "SIGUSR1"
+    assert exitcodes.signal_name(40) == "signal 40"  # a real-time signal Python has no name for

@@ -23,7 +23,7 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, Keys
 from slurm_ft.launch.rendezvous.stores import LocalStore
 from slurm_ft.launch.signals import SignalBox
-from slurm_ft.launch.workers.process import Entry, Topology
+from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 from tests.support.hungfs import wchan

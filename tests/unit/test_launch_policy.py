@@ -12,6 +12,7 @@ import pytest
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import cyclecount, policy
 from slurm_ft.launch.workers import process as workers
+from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.statedir import StateDir
 
@@ -116,7 +117,7 @@ def test_resolve_nproc_rejects(value, message):
 
 
 def test_worker_env_is_torchrun_env():
-    topo = workers.Topology(node_rank=2, num_nodes=3, nproc_per_node=4, master_addr="n0")
+    topo = Topology(node_rank=2, num_nodes=3, nproc_per_node=4, master_addr="n0")
     cyc = workers.CycleEnv(
         master_port=29400,
         restart_count=1,
@@ -153,14 +154,14 @@ def test_worker_env_is_torchrun_env():
     assert topo.ranks == range(8, 12)
     # a user's OMP_NUM_THREADS is kept; one worker gets none forced on it
     assert workers.worker_env({"OMP_NUM_THREADS": "8"}, topo, 0, cyc, "e")["OMP_NUM_THREADS"] == "8"
-    single = workers.Topology(0, 1, 1, "127.0.0.1")
+    single = Topology(0, 1, 1, "127.0.0.1")
     assert "OMP_NUM_THREADS" not in workers.worker_env({}, single, 0, cyc, "e")
 
 
 def test_entry_argv_like_torchrun():
-    assert workers.Entry("script", "t.py", ("--x",)).argv("/py") == ["/py", "-u", "t.py", "--x"]
-    assert workers.Entry("module", "pkg.train", ()).argv("/py") == ["/py", "-u", "-m", "pkg.train"]
-    assert workers.Entry("command", "./run.sh", ("a",)).argv("/py") == ["./run.sh", "a"]
+    assert Entry("script", "t.py", ("--x",)).argv("/py") == ["/py", "-u", "t.py", "--x"]
+    assert Entry("module", "pkg.train", ()).argv("/py") == ["/py", "-u", "-m", "pkg.train"]
+    assert Entry("command", "./run.sh", ("a",)).argv("/py") == ["./run.sh", "a"]
 
 
 def test_exit_from_status_of_real_processes():

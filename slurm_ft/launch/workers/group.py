@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft import health, records, worker
+from slurm_ft.exitcodes import signal_name
 from slurm_ft.launch import hang
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output import applog as applog_mod
 from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.policy import signal_name
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.survivors import Survivor

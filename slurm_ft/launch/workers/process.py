@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_ft.launch.workers import survivors
+from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
@@ -36,8 +37,6 @@ PR_SET_CHILD_SUBREAPER = 36
 EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
 SETPRIV_MAX_BYTES = 4 << 20  # how much of setpriv is read for its option table (util-linux: ~80 KB)
 _NO_PIDFD_ERRNOS = (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL)
-
-TORCHRUN_ROLE_NAME = "default"
 
 
 class NprocError(ValueError):
@@ -71,45 +70,6 @@ def resolve_nproc(
     if n < 1:
         raise NprocError(f"--nproc-per-node: must be >= 1, got {n}")
     return n
-
-
-@dataclass(frozen=True)
-class Entry:
-    """What each worker runs: a script, a module (``-m``) or a plain command (``--no-python``)."""
-
-    kind: str  # "script" | "module" | "command"
-    target: str
-    args: tuple[str, ...] = ()
-
-    def argv(self, python: str) -> list[str]:
-        if self.kind == "script":
-            return [python, "-u", self.target, *self.args]
-        if self.kind == "module":
-            return [python, "-u", "-m", self.target, *self.args]
-        return [self.target, *self.args]
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Where this node's workers sit in the job; ranks are stable across cycles."""
-
-    node_rank: int
-    num_nodes: int
-    nproc_per_node: int
-    master_addr: str
-    role: str = TORCHRUN_ROLE_NAME  # ROLE_NAME (torchrun's --role)
-
-    @property
-    def world_size(self) -> int:
-        return self.num_nodes * self.nproc_per_node
-
-    def global_rank(self, local_rank: int) -> int:
-        return self.node_rank * self.nproc_per_node + local_rank
-
-    @property
-    def ranks(self) -> range:
-        first = self.global_rank(0)
-        return range(first, first + self.nproc_per_node)
 
 
 @dataclass(frozen=True)
