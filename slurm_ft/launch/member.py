@@ -23,6 +23,7 @@ from slurm_ft.health import nicmonitor
 from slurm_ft.launch import hang
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
@@ -291,6 +292,14 @@ class Member:
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
 
+    def _log_note(self, cycle: int, failure: Failure) -> str:
+        """Where the failed rank's output is: the cycle log (that node's, with one per node)."""
+        applog = self.cfg.settings.applog
+        if failure.rank is None or not applog.prefix:
+            return ""
+        path = cycle_log_path(applog.prefix, cycle, failure.node_rank if applog.per_node else None)
+        return f" (its output: {path})"
+
     def stop(
         self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd, termination_signal: int
     ) -> list[Survivor]:
@@ -306,7 +315,8 @@ class Member:
             self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
             return workers.stop(end.signum, launch.term_timeout) if workers is not None else []
         if end.failure is not None:
-            self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}")
+            where = self._log_note(cycle, end.failure)
+            self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")
             if end.failure.traceback:
                 self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
         elif end.kind is not WatchEndKind.SUCCESS:

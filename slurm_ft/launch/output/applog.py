@@ -44,12 +44,13 @@ import select
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
+from slurm_ft.launch.output.tracebacks import TracebackTail
 from slurm_ft.settingsyntax import check_applog_prefix
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
@@ -171,6 +172,10 @@ class _Stream:
     rank_file: _RankFile | None = None
     peak_pending: int = 0
     abandoned: bool = False
+    # The last Python traceback in this stream (the failure record's, see tracebacks.py),
+    # complete once ``ended`` is set: the reader has seen the end of the stream.
+    tracebacks: TracebackTail = field(default_factory=TracebackTail)
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 class _Tee:
@@ -494,6 +499,7 @@ class AppLog:
                     return
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
+                stream.tracebacks.feed(data)
                 self._emit(stream, *framer.feed_parts(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
@@ -506,6 +512,21 @@ class AppLog:
             os.close(stream.fd)
             if stream.rank_file is not None:
                 stream.rank_file.close()
+            stream.tracebacks.end()
+            stream.ended.set()
+
+    def last_traceback(self, global_rank: int, wait: float) -> str | None:
+        """The last Python traceback ``global_rank`` wrote, or None. Call once the worker
+        exited: waits up to ``wait`` seconds for its pipes to end (a crash's traceback is
+        the last thing it writes, and its end of stream follows the exit at once)."""
+        deadline = time.monotonic() + wait
+        found = None
+        for stream in self._streams:
+            if stream.global_rank != global_rank:
+                continue
+            stream.ended.wait(max(0.0, deadline - time.monotonic()))
+            found = stream.tracebacks.last or found
+        return found
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
         data, lines = stream.framer.finish()
@@ -530,6 +551,7 @@ class AppLog:
             budget -= len(data)
             if stream.rank_file is not None:
                 stream.rank_file.write(data)
+            stream.tracebacks.feed(data)
             self._emit(stream, *stream.framer.feed_parts(data))
         stream.abandoned = True
         message = (

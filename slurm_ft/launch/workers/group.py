@@ -20,11 +20,17 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output import applog as applog_mod
 from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.output.tracebacks import exception_line
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.logline import rank_width
 from slurm_ft.records import Failure, FailureKind
+
+# How long a failure record waits for the failed rank's output to end, to take the last
+# traceback from it. The pipe ends as the worker exits; only one held open by a process the
+# worker started keeps it, and then the record goes without (the cycle log has it).
+TRACEBACK_WAIT_S = 0.5
 
 
 def _open_applog(
@@ -186,8 +192,14 @@ class CycleWorkers:
         return self.group.all_succeeded()
 
     def failure_of(self, e: wk.WorkerExit) -> Failure:
-        """The failure record of a worker exit, with ``@record``'s message and traceback."""
+        """The failure record of a worker exit, with ``@record``'s message and traceback,
+        else the last traceback the rank wrote to its output (most trainers do not use
+        ``@record``; the crash is in their stderr)."""
         message, tb = records.read_error_file(self._cfg.state.error_file(self.cycle, e.rank))
+        if tb is None and self._app is not None:
+            tb = self._app.last_traceback(e.rank, wait=TRACEBACK_WAIT_S)
+            if tb is not None and message is None:
+                message = exception_line(tb)
         return Failure(
             kind=FailureKind.WORKER,
             node=self._cfg.job.node_name,
