@@ -44,14 +44,18 @@ import select
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
-from slurm_ft.launch.output.tracebacks import TracebackTail
+from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
 from slurm_ft.settingsyntax import check_applog_prefix
+
+if TYPE_CHECKING:
+    from slurm_ft.scribe import Scribe
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
 # One read takes what a full pipe holds: fewer, longer calls (see the module docstring).
@@ -59,6 +63,7 @@ DEFAULT_READ_SIZE = DEFAULT_PIPE_SIZE
 # Linux accepts 1024 pieces per writev; more (many long-line pieces) are joined first.
 MAX_WRITE_PARTS = 1024
 DEFAULT_TEE_QUEUE_BYTES = 16 * 1024 * 1024
+DEFAULT_STALL_AFTER = 10.0
 # Linux: fcntl.F_SETPIPE_SZ exists from Python 3.10; keep the number for older builds.
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -169,13 +174,9 @@ class _Stream:
     fd: int
     framer: LineFramer
     tee: _Tee | None
-    rank_file: _RankFile | None = None
+    rank_file: _RankFile | ScribedFile | None = None
     peak_pending: int = 0
     abandoned: bool = False
-    # The last Python traceback in this stream (the failure record's, see tracebacks.py),
-    # complete once ``ended`` is set: the reader has seen the end of the stream.
-    tracebacks: TracebackTail = field(default_factory=TracebackTail)
-    ended: threading.Event = field(default_factory=threading.Event)
 
 
 class _Tee:
@@ -382,8 +383,14 @@ class AppLog:
         tee_err_fd: int = 2,
         read_size: int = DEFAULT_READ_SIZE,
         tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
+        stall_after: float = DEFAULT_STALL_AFTER,
+        scribe: bool | None = None,
     ) -> None:
+        """``scribe``: write the files through a scribe child (see ``scribed.py``); None:
+        for files off local disks (``slurm_ft.scribe.needs_scribe``). ``stall_after``: a
+        write of that child unfinished for this long means its mount stopped answering."""
         self.path = path
+
         self.rank_width = rank_width
         self.line_cap = line_cap
         self.drain_timeout = drain_timeout
@@ -401,8 +408,55 @@ class AppLog:
         self._closed = False
         # Readable once close() was called: wakes readers waiting on a quiet pipe.
         self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
-        self._file = CycleFile(path, self.stats, events)
+        self.stall_after = stall_after
+        self._use_scribe = scribe
+        self._scribe: Scribe | None = None
+        self._scribed: dict[int, ScribedFile] = {}
+        self._file: CycleFile | ScribedFile = (
+            self._scribed_file(path, raw=False)
+            if path is not None and self._needs_scribe(path)
+            else CycleFile(path, self.stats, events)
+        )
         self._write = self._file.write_parts
+
+    def _needs_scribe(self, path: Path) -> bool:
+        if self._use_scribe is not None:
+            return self._use_scribe
+        from slurm_ft.scribe import needs_scribe
+
+        return needs_scribe(path.parent)
+
+    def _scribed_file(self, path: Path, *, raw: bool) -> ScribedFile:
+        """A file written by this cycle's scribe child, started with the first such file."""
+        if self._scribe is None:
+            from slurm_ft.scribe import Scribe
+
+            self._scribe = Scribe(
+                "applog", stall_after=self.stall_after, on_event=on_child_event(self.events, self._scribed)
+            )
+        f = ScribedFile(self._scribe, len(self._scribed), path, self.events, raw=raw)
+        self._scribed[f.slot] = f
+        return f
+
+    def _rank_file(self, path: Path) -> _RankFile | ScribedFile:
+        return (
+            self._scribed_file(path, raw=True)
+            if self._needs_scribe(path.parent)
+            else _RankFile(path, self.events)
+        )
+
+    def _settle_scribe(self) -> None:
+        """Let the scribe write what it holds (within ``stall_after``; at once when it has
+        stopped answering), then count: what it never wrote is lost."""
+        if self._scribe is None:
+            return
+        self._scribe.close(0.0 if self._scribe.stalled() else self.stall_after)
+        if isinstance(self._file, ScribedFile):
+            written_bytes, written_lines, lost_bytes, lost_lines = self._file.lost()
+            self.stats.bytes += written_bytes
+            self.stats.lines += written_lines
+            self.stats.lost_bytes += lost_bytes
+            self.stats.lost_lines += lost_lines
 
     def _emit(self, stream: _Stream, parts: Sequence[Part], lines: int) -> None:
         size = sum(map(len, parts))
@@ -454,7 +508,7 @@ class AppLog:
             read_fd,
             LineFramer(global_rank, self.rank_width, self.line_cap),
             self._echo_to(kind) if echo else None,
-            _RankFile(rank_file, self.events) if rank_file is not None else None,
+            self._rank_file(rank_file) if rank_file is not None else None,
         )
         thread = threading.Thread(
             target=self._reader, args=(stream,), name=f"applog-rank{global_rank}", daemon=True
@@ -499,7 +553,6 @@ class AppLog:
                     return
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
-                stream.tracebacks.feed(data)
                 self._emit(stream, *framer.feed_parts(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
@@ -512,21 +565,6 @@ class AppLog:
             os.close(stream.fd)
             if stream.rank_file is not None:
                 stream.rank_file.close()
-            stream.tracebacks.end()
-            stream.ended.set()
-
-    def last_traceback(self, global_rank: int, wait: float) -> str | None:
-        """The last Python traceback ``global_rank`` wrote, or None. Call once the worker
-        exited: waits up to ``wait`` seconds for its pipes to end (a crash's traceback is
-        the last thing it writes, and its end of stream follows the exit at once)."""
-        deadline = time.monotonic() + wait
-        found = None
-        for stream in self._streams:
-            if stream.global_rank != global_rank:
-                continue
-            stream.ended.wait(max(0.0, deadline - time.monotonic()))
-            found = stream.tracebacks.last or found
-        return found
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
         data, lines = stream.framer.finish()
@@ -551,7 +589,6 @@ class AppLog:
             budget -= len(data)
             if stream.rank_file is not None:
                 stream.rank_file.write(data)
-            stream.tracebacks.feed(data)
             self._emit(stream, *stream.framer.feed_parts(data))
         stream.abandoned = True
         message = (
@@ -614,6 +651,7 @@ class AppLog:
         for thread in self._threads:
             thread.join()
         os.close(self._closing_r)
+        self._settle_scribe()
         for stream in self._streams:
             self.stats.split_lines += stream.framer.split_lines
             self.stats.abandoned_streams += stream.abandoned
