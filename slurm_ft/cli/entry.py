@@ -42,6 +42,10 @@ def drill() -> NoReturn:
     _run("slurm_ft.cli.drill")
 
 
+def logs() -> NoReturn:
+    _run("slurm_ft.cli.logs")
+
+
 def collect_from_now_on() -> None:
     """Freeze what exists and resume the collector, if a command's start paused it."""
     if not gc.isenabled():

@@ -1,0 +1,125 @@
+"""``-f``: follow a running job's cycle log, cycle after cycle, until its outcome is written.
+
+The launcher appends whole lines (one ``writev`` each), so new bytes are read from where
+the last look stopped, and a line still being written (an NFS client, a full disk) waits
+for its ``\\n``. A newer cycle record means a restart: the old cycle's files are read to
+their end (its workers were stopped and its log closed before the next record was
+written), then the new cycle's files are followed. The launcher run that wrote the cycle
+writing its outcome ends the follow, after a last read. Polling, like ``tail -f``: every
+``poll`` seconds, stat and read only the files that grew.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_ft import records
+from slurm_ft.logs.source import CycleLogs, LogsError, logs_of
+from slurm_ft.report import load
+
+Emit = Callable[[CycleLogs, list[bytes]], None]
+Announce = Callable[[str], None]
+
+
+@dataclass
+class _FileState:
+    path: Path
+    pos: int = 0
+    carry: bytes = b"\n"
+
+
+@dataclass
+class _Cycle:
+    logs: CycleLogs
+    files: list[_FileState] = field(default_factory=list)
+
+
+def _open(logs: CycleLogs, from_end: bool) -> _Cycle:
+    cur = _Cycle(logs)
+    for f in logs.files:
+        state = _FileState(Path(f.path))
+        if from_end:
+            try:
+                state.pos = os.path.getsize(state.path)
+            except OSError:
+                state.pos = 0
+        cur.files.append(state)
+    return cur
+
+
+def _read_new(f: _FileState, *, final: bool) -> bytes | None:
+    """New whole lines of ``f`` as a block (starts and ends with ``\\n``), or None."""
+    try:
+        size = os.path.getsize(f.path)
+    except OSError:
+        return None
+    if size < f.pos:  # truncated by hand: start over
+        f.pos, f.carry = 0, b"\n"
+    if size == f.pos and not (final and len(f.carry) > 1):
+        return None
+    with open(f.path, "rb") as fh:
+        fh.seek(f.pos)
+        data = fh.read(size - f.pos)
+    f.pos += len(data)
+    data = f.carry + data
+    cut = data.rfind(b"\n")
+    if final:
+        f.carry = b"\n"
+        if cut < len(data) - 1:
+            data += b"\n"
+        return data if len(data) > 1 else None
+    f.carry = data[cut:]
+    return data[: cut + 1] if cut > 0 else None
+
+
+def _next_cycle(logs: CycleLogs) -> CycleLogs | None:
+    later = [c for c in logs.state.recorded_cycles() if c > logs.cycle]
+    for number in later:
+        doc = records.read_json(logs.state.cycle_record(number))
+        if doc is None:
+            continue  # being written: the next look sees it whole
+        try:
+            rec = load.cycle_from_json(doc)
+        except Exception as exc:  # load's own error type is private: any refusal means damaged
+            raise LogsError(f"cycle {number}'s record is damaged: {exc}") from None
+        return logs_of(logs.state, rec)
+    return None
+
+
+def _finished(logs: CycleLogs) -> bool:
+    doc = records.read_json(logs.state.outcome)
+    return doc is not None and doc.get("run_uuid") == logs.record.run_uuid
+
+
+def follow(
+    logs: CycleLogs,
+    emit: Emit,
+    announce: Announce,
+    *,
+    poll: float = 0.25,
+    from_end: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Follow from ``logs`` (from the files' current ends with ``from_end``) until the run's
+    outcome is written; returns the exit code (0). ^C is the caller's to turn into an exit."""
+    cur = _open(logs, from_end)
+    while True:
+        done = _finished(cur.logs)
+        nxt = None if done else _next_cycle(cur.logs)
+        final = done or nxt is not None
+        for f in cur.files:
+            block = _read_new(f, final=final)
+            if block is not None:
+                emit(cur.logs, [block])
+        if done:
+            announce(f"cycle {cur.logs.cycle}: the job's outcome is written, end of follow")
+            return 0
+        if nxt is not None:
+            announce(f"cycle {cur.logs.cycle} ended; following cycle {nxt.cycle}")
+            cur = _open(nxt, False)
+            continue
+        sleep(poll)

@@ -1,0 +1,283 @@
+"""Select lines of a cycle's log: by rank, by a pattern, merged over per-node files.
+
+Speed is the design constraint (a 1 GB cycle file, hundreds of MB/s, two loaded cores):
+nothing here calls Python code per line of input. Files are read in blocks of whole
+lines; a block starts with the ``\\n`` that ended the previous one, so every line of it
+is ``\\n<prefix><text>`` and one regular expression (``ranks.line_finder``) or one
+``bytes.find`` finds the wanted lines in C. Python runs once per *selected run* of lines
+(a rank's lines come in runs: the launcher writes what one read of a pipe gave). Memory is
+one block per file plus the output being built, whatever the file's size.
+
+A pattern (``--grep``) is searched in the text a worker wrote, not in the rank prefix:
+a hit is checked against its line's text (after the prefix), so ``--grep 17`` does not
+pick every line of rank 17, and ``^``/``$`` anchor at the text's start and end (a pattern
+with ``^`` is checked line by line, which is slower).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_ft import logline
+from slurm_ft.logs import ranks as ranks_mod
+
+BLOCK_SIZE = 4 << 20
+MERGE_BLOCK_SIZE = 256 << 10  # several files: smaller blocks interleave them more finely
+_REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
+
+
+def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Iterator[bytes]:
+    """Blocks of whole lines, each starting with ``\\n`` and ending with ``\\n``; an
+    unterminated last line is given its ``\\n``. OSError is the caller's to report."""
+    with open(path, "rb", buffering=0) as fh:
+        if start:
+            fh.seek(start)
+        carry = b"\n"
+        while True:
+            data = fh.read(block_size)
+            if not data:
+                break
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry += data
+                continue
+            yield carry + data[: cut + 1]
+            carry = data[cut:]
+        if len(carry) > 1:
+            yield carry + b"\n"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to keep. ``ranks`` None: every rank; ``pattern`` None: every line."""
+
+    ranks: frozenset[int] | None = None
+    pattern: str | None = None
+
+
+class LineFilter:
+    """A :class:`Selection` compiled for one cycle's prefix width: ``pieces(block)`` gives
+    the selected lines of a block as a few byte strings of whole lines, in order."""
+
+    def __init__(self, selection: Selection, world_size: int) -> None:
+        width = logline.rank_width(world_size)
+        self.prefix_length = width + len(logline.LINE_MARK)
+        ranks = selection.ranks
+        if ranks is not None and ranks >= frozenset(range(world_size)):
+            ranks = None  # every rank of the cycle: no filter
+        self.ranks = ranks
+        self._keep_prefixes: frozenset[bytes] | None = None
+        self._finder: re.Pattern[bytes] | None = None
+        self._drop_finder: re.Pattern[bytes] | None = None
+        if ranks is not None:
+            self._keep_prefixes = frozenset(
+                logline.rank_prefix(r, width, mark) for r in ranks for mark in logline.MARKS
+            )
+            others = set(range(world_size)) - ranks
+            if len(ranks) <= len(others):
+                self._finder = ranks_mod.line_finder(ranks, width)
+            else:  # most ranks: find the few lines to leave out
+                self._drop_finder = ranks_mod.line_finder(others, width)
+        self._fixed: bytes | None = None
+        self._regex: re.Pattern[bytes] | None = None
+        self._per_line = False
+        if selection.pattern is not None:
+            text = selection.pattern
+            if not (_REGEX_CHARS & set(text)):
+                self._fixed = text.encode()
+            else:
+                self._regex = re.compile(text.encode(errors="surrogateescape"), re.MULTILINE)
+                self._per_line = "^" in text
+        self.everything = ranks is None and selection.pattern is None
+
+    # ------------------------------------------------------------------ per block
+
+    def pieces(self, block: bytes) -> list[bytes]:
+        if self.everything:
+            return [block[1:]] if len(block) > 1 else []
+        if self._per_line:
+            return self._line_by_line(block)
+        if self._fixed is not None or self._regex is not None:
+            return self._search(block)
+        if self._finder is not None:
+            return self._runs(block, self._finder)
+        assert self._drop_finder is not None
+        return self._gaps(block, self._drop_finder)
+
+    @staticmethod
+    def _runs(block: bytes, finder: re.Pattern[bytes]) -> list[bytes]:
+        out: list[bytes] = []
+        start = end = -1
+        for m in finder.finditer(block):
+            s, e = m.span()
+            if s == end:
+                end = e
+                continue
+            if start >= 0:
+                out.append(block[start + 1 : end + 1])
+            start, end = s, e
+        if start >= 0:
+            out.append(block[start + 1 : end + 1])
+        return out
+
+    @staticmethod
+    def _gaps(block: bytes, finder: re.Pattern[bytes]) -> list[bytes]:
+        out: list[bytes] = []
+        keep_from = 1
+        for m in finder.finditer(block):
+            s, e = m.span()
+            if s + 1 > keep_from:
+                out.append(block[keep_from : s + 1])
+            keep_from = e + 1
+        if keep_from < len(block):
+            out.append(block[keep_from:])
+        return out
+
+    def _wanted(self, block: bytes, start: int, end: int) -> bool:
+        """Whether the line ``block[start:end]`` (no ``\\n``) passes the rank set and the
+        pattern, checked against its text only."""
+        p = self.prefix_length
+        if self._keep_prefixes is not None and block[start : start + p] not in self._keep_prefixes:
+            return False
+        if self._fixed is not None:
+            return block.find(self._fixed, start + p, end) >= 0
+        if self._regex is not None:
+            return self._regex.search(block[start + p : end]) is not None
+        return True
+
+    def _search(self, block: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        fixed, regex = self._fixed, self._regex
+        pos, n = 1, len(block)
+        run_start = run_end = -1
+        while pos < n:
+            if fixed is not None:
+                hit = block.find(fixed, pos)
+            else:
+                assert regex is not None
+                m = regex.search(block, pos)
+                hit = m.start() if m is not None else -1
+            if hit < 0:
+                break
+            start = block.rfind(b"\n", 0, hit) + 1
+            if start == 0:  # the block's leading newline itself
+                start = 1
+            end = block.find(b"\n", max(hit, start))
+            if self._wanted(block, start, end):
+                if start == run_end + 1:
+                    run_end = end
+                else:
+                    if run_start >= 0:
+                        out.append(block[run_start : run_end + 1])
+                    run_start, run_end = start, end
+            pos = end + 1
+        if run_start >= 0:
+            out.append(block[run_start : run_end + 1])
+        return out
+
+    def _line_by_line(self, block: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        start = 1
+        n = len(block)
+        while start < n:
+            end = block.find(b"\n", start)
+            if self._wanted(block, start, end):
+                out.append(block[start : end + 1])
+            start = end + 1
+        return out
+
+
+# ---------------------------------------------------------------------- many files
+
+
+def merged_blocks(paths: list[Path], sizes: list[int]) -> Iterator[bytes]:
+    """The blocks of several files, interleaved so that each file is read at the pace of
+    its size: the next block always comes from the file least far through (each rank's
+    lines stay in order, since a rank's lines are all in one node's file)."""
+    if len(paths) == 1:
+        yield from read_blocks(paths[0])
+        return
+    readers = [read_blocks(p, MERGE_BLOCK_SIZE) for p in paths]
+    done = [0] * len(paths)
+    live = set(range(len(paths)))
+    while live:
+        k = min(live, key=lambda i: (done[i] / sizes[i]) if sizes[i] else 1.0)
+        block = next(readers[k], None)
+        if block is None:
+            live.discard(k)
+            continue
+        done[k] += len(block) - 1
+        yield block
+
+
+# ---------------------------------------------------------------------- head / tail
+
+
+def count_lines(pieces: Iterable[bytes]) -> int:
+    return sum(p.count(b"\n") for p in pieces)
+
+
+def head(pieces: Iterable[list[bytes]], n: int) -> Iterator[list[bytes]]:
+    """The first ``n`` lines of a stream of piece lists."""
+    left = n
+    for batch in pieces:
+        if left <= 0:
+            return
+        out = []
+        for piece in batch:
+            lines = piece.count(b"\n")
+            if lines <= left:
+                out.append(piece)
+                left -= lines
+                continue
+            cut = -1
+            for _ in range(left):
+                cut = piece.find(b"\n", cut + 1)
+            out.append(piece[: cut + 1])
+            left = 0
+            break
+        yield out
+
+
+class Tail:
+    """The last ``n`` lines of what is fed, kept in whole pieces (memory: ``n`` lines plus
+    one piece)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._pieces: deque[tuple[bytes, int]] = deque()
+        self._lines = 0
+
+    def feed(self, pieces: Iterable[bytes]) -> None:
+        for piece in pieces:
+            lines = piece.count(b"\n")
+            if not lines:
+                continue
+            self._pieces.append((piece, lines))
+            self._lines += lines
+            while self._pieces and self._lines - self._pieces[0][1] >= self.n:
+                self._lines -= self._pieces.popleft()[1]
+
+    def result(self) -> list[bytes]:
+        out = [p for p, _ in self._pieces]
+        extra = self._lines - self.n
+        if out and extra > 0:
+            first = out[0]
+            cut = -1
+            for _ in range(extra):
+                cut = first.find(b"\n", cut + 1)
+            out[0] = first[cut + 1 :]
+        return [p for p in out if p] if self.n > 0 else []
+
+
+def lines_of(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """Each line (without its ``\\n``) of pieces of whole lines; per line, so only for
+    what is shown (node prefixes, JSON), never for the scan."""
+    for piece in pieces:
+        parts = piece.split(b"\n")
+        parts.pop()
+        yield from parts
