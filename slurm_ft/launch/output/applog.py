@@ -44,7 +44,7 @@ import select
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +52,7 @@ from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
 from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
+from slurm_ft.launch.output.tracebacks import TracebackTail
 from slurm_ft.settingsyntax import check_applog_prefix
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class _Stream:
     rank_file: _RankFile | ScribedFile | None = None
     peak_pending: int = 0
     abandoned: bool = False
+    # The last Python traceback in this stream (the failure record's, see tracebacks.py),
+    # complete once ``ended`` is set: the reader has seen the end of the stream.
+    tracebacks: TracebackTail = field(default_factory=TracebackTail)
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 class _Tee:
@@ -390,7 +395,6 @@ class AppLog:
         for files off local disks (``slurm_ft.scribe.needs_scribe``). ``stall_after``: a
         write of that child unfinished for this long means its mount stopped answering."""
         self.path = path
-
         self.rank_width = rank_width
         self.line_cap = line_cap
         self.drain_timeout = drain_timeout
@@ -553,6 +557,7 @@ class AppLog:
                     return
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
+                stream.tracebacks.feed(data)
                 self._emit(stream, *framer.feed_parts(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
@@ -565,6 +570,21 @@ class AppLog:
             os.close(stream.fd)
             if stream.rank_file is not None:
                 stream.rank_file.close()
+            stream.tracebacks.end()
+            stream.ended.set()
+
+    def last_traceback(self, global_rank: int, wait: float) -> str | None:
+        """The last Python traceback ``global_rank`` wrote, or None. Call once the worker
+        exited: waits up to ``wait`` seconds for its pipes to end (a crash's traceback is
+        the last thing it writes, and its end of stream follows the exit at once)."""
+        deadline = time.monotonic() + wait
+        found = None
+        for stream in self._streams:
+            if stream.global_rank != global_rank:
+                continue
+            stream.ended.wait(max(0.0, deadline - time.monotonic()))
+            found = stream.tracebacks.last or found
+        return found
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
         data, lines = stream.framer.finish()
@@ -589,6 +609,7 @@ class AppLog:
             budget -= len(data)
             if stream.rank_file is not None:
                 stream.rank_file.write(data)
+            stream.tracebacks.feed(data)
             self._emit(stream, *stream.framer.feed_parts(data))
         stream.abandoned = True
         message = (
