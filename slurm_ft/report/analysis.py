@@ -7,6 +7,13 @@ every stretch goes to exactly one bucket:
 * **progress** / **no progress** / **progress unknown** — a cycle's workers running, from
   its start to its first failure (or its end); which bucket comes from the ledger's
   checkpoint readings (unknown without a progress source);
+* with node 0's timed readings of the progress source (``progress/readings.jsonl``) a cycle
+  that made progress is cut further: **start-up** (from its start until its first sign of
+  progress, back-dated by the steps the first checkpoint holds at the job's measured step
+  rate), **progress** (kept training: until the last checkpoint seen before the workers
+  stopped), **lost work** (after that checkpoint until the first failure: recomputed in the
+  next cycle) and **stopping** (the first failure until the cycle's end). Without them the
+  whole run counts as progress and the goodput is an upper bound (a note says so);
 * **restart overhead** — inside an attempt with no cycle training: from a failure until the
   next cycle started (stopping workers, health checks, rendezvous) and the wind-down after
   an attempt's last cycle;
@@ -20,6 +27,7 @@ end its last record: the outcome, or the last cycle's end when the outcome was n
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections import Counter, defaultdict
@@ -29,7 +37,15 @@ from typing import Any
 
 from slurm_ft import exitcodes
 from slurm_ft.progress import CycleEntry, Ledger
-from slurm_ft.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
+from slurm_ft.records import (
+    CycleOutcome,
+    CycleRecord,
+    DrillRecord,
+    Failure,
+    FailureKind,
+    OutcomeRecord,
+    ProgressReading,
+)
 from slurm_ft.report.load import StateFiles, UnhealthyRecord, Unreadable
 
 TOP_CAUSES = 5
@@ -55,6 +71,34 @@ class FailureView:
 
 
 @dataclass(frozen=True)
+class CycleSplit:
+    """A cycle's run, cut by the timed readings (see the module docstring); the four parts
+    add up to the cycle's duration."""
+
+    start: float
+    startup_end: float  # the first sign of progress, back-dated by the steps it holds
+    kept_end: float  # the last checkpoint seen before the workers stopped training
+    run_end: float  # the first failure, else the cycle's end
+    end: float
+
+    @property
+    def startup_s(self) -> float:
+        return self.startup_end - self.start
+
+    @property
+    def kept_s(self) -> float:
+        return self.kept_end - self.startup_end
+
+    @property
+    def lost_s(self) -> float:
+        return self.run_end - self.kept_end
+
+    @property
+    def stopping_s(self) -> float:
+        return self.end - self.run_end
+
+
+@dataclass(frozen=True)
 class CycleView:
     cycle: int
     attempt: int
@@ -69,6 +113,7 @@ class CycleView:
     iteration_start: int | None
     iteration_end: int | None
     source: str  # "record" or "ledger" (the cycle record was unreadable)
+    split: CycleSplit | None = None  # None: no timed readings show progress in this cycle
 
     @property
     def duration(self) -> float | None:
@@ -118,11 +163,19 @@ class Totals:
     restarts: int  # in-job restarts (cycles after the first of each attempt)
     requeues: int  # attempts after the first
     failures: int
+    startup_s: float = 0.0  # the split cycles' start-up (see the module docstring)
+    lost_work_s: float = 0.0  # the split cycles' training after their last checkpoint
+    stopping_s: float = 0.0  # the split cycles' stops
+    split_cycles: int = 0  # cycles cut by timed readings
+    seconds_per_step: float | None = None  # the job's undisturbed pace, from the readings
 
     @property
     def parts_s(self) -> float:
         return (
-            self.progress_s
+            self.startup_s
+            + self.lost_work_s
+            + self.stopping_s
+            + self.progress_s
             + self.no_progress_s
             + self.unknown_progress_s
             + self.restart_overhead_s
@@ -147,6 +200,39 @@ class NodeFailures:
 
 
 @dataclass(frozen=True)
+class FaultView:
+    """A fault ``slurm-ft-drill`` injected, and what it cost the job: from the signal until
+    the first failure was seen (detection), the workers stopped (stop), the next cycle
+    started (restart: health, rendezvous, or a requeue), it showed progress again (start-up),
+    plus the training since the last checkpoint before the fault (lost work). ``cost_s`` is
+    their sum: the training time the fault took away. Parts that cannot be known are None;
+    a fault that hit a cycle an earlier fault had already ended is ``absorbed``."""
+
+    fault: str
+    time: float
+    node: str | None
+    rank: int | None
+    signal: str | None
+    injected: bool
+    problem: str | None
+    cycle: int | None  # the cycle it hit
+    detection_s: float | None = None
+    stop_s: float | None = None
+    restart_s: float | None = None
+    startup_s: float | None = None
+    lost_work_s: float | None = None
+    cost_s: float | None = None
+    next_cycle: int | None = None
+    absorbed: bool = False
+
+    @property
+    def where(self) -> str:
+        if self.rank is not None:
+            return f"rank {self.rank} on {self.node}"
+        return self.node or "batch script"
+
+
+@dataclass(frozen=True)
 class Report:
     state_dir: str
     attempts: tuple[AttemptView, ...]
@@ -158,6 +244,7 @@ class Report:
     unreadable: tuple[Unreadable, ...]
     progress_source: str | None  # the progress source the ledger read (KIND:PATH)
     notes: tuple[str, ...]
+    faults: tuple[FaultView, ...] = ()
 
 
 # --------------------------------------------------------------------------- failures
@@ -384,7 +471,8 @@ def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) 
 
 def _partition(attempts: list[AttemptView], cycles: dict[int, CycleView]) -> dict[str, float]:
     """Walk the time once; every stretch goes to one bucket (see the module docstring)."""
-    parts = dict.fromkeys(("progress", "no_progress", "unknown", "overhead", "between"), 0.0)
+    names = ("progress", "no_progress", "unknown", "overhead", "between", "startup", "lost", "stopping")
+    parts = dict.fromkeys(names, 0.0)
     if not attempts:
         return parts
     cursor = attempts[0].start
@@ -400,6 +488,12 @@ def _partition(attempts: list[AttemptView], cycles: dict[int, CycleView]) -> dic
         for number in a.cycles:
             c = cycles[number]
             take(c.start, "overhead")
+            if c.split is not None:
+                take(c.split.startup_end, "startup")
+                take(c.split.kept_end, "progress")
+                take(c.split.run_end, "lost")
+                take(c.split.end, "stopping")
+                continue
             bucket = {True: "progress", False: "no_progress", None: "unknown"}[c.progressed]
             take(c.run_end, bucket)
         take(a.end, "overhead")
@@ -425,7 +519,7 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole > 0 else None
 
 
-def _totals(attempts: list[AttemptView], cycles: list[CycleView]) -> Totals:
+def _totals(attempts: list[AttemptView], cycles: list[CycleView], pace: float | None = None) -> Totals:
     by_number = {c.cycle: c for c in cycles}
     parts = _partition(attempts, by_number)
     wall = (max(a.end for a in attempts) - attempts[0].start) if attempts else 0.0
@@ -445,6 +539,11 @@ def _totals(attempts: list[AttemptView], cycles: list[CycleView]) -> Totals:
         restarts=sum(max(0, len(a.cycles) - 1) for a in attempts),
         requeues=max(0, len(attempts) - 1),
         failures=sum(1 for c in cycles if _ended_badly(c)),
+        startup_s=parts["startup"],
+        lost_work_s=parts["lost"],
+        stopping_s=parts["stopping"],
+        split_cycles=sum(1 for c in cycles if c.split is not None),
+        seconds_per_step=pace,
     )
 
 
@@ -502,11 +601,141 @@ def _repeat_nodes(cycles: list[CycleView], attempts: list[AttemptView]) -> list[
     return sorted((n for n in out if n.failures > 1), key=lambda n: (-n.failures, n.node))
 
 
+# --------------------------------------------------------------------------- the split
+
+
+def _progress_readings(readings: list[ProgressReading], after: float | None) -> list[ProgressReading]:
+    """The readings that moved the source forward, in time order (a step never counts twice)."""
+    out: list[ProgressReading] = []
+    high = after
+    for r in readings:
+        if high is None or r.step > high:
+            out.append(r)
+            high = r.step
+    return out
+
+
+def _window(c: CycleView, readings: list[ProgressReading]) -> list[ProgressReading]:
+    end = c.end if c.end is not None else float("inf")
+    return [r for r in readings if c.start <= r.time <= end]
+
+
+def _base_step(c: CycleView, readings: list[ProgressReading]) -> int | None:
+    """Where the cycle started from: the ledger's start reading, else the last timed
+    reading before the cycle; None when nothing was read before it."""
+    if c.iteration_start is not None:
+        return c.iteration_start
+    before = [r.step for r in readings if r.time < c.start]
+    return before[-1] if before else None
+
+
+def seconds_per_step(cycles: list[CycleView], readings: list[ProgressReading]) -> float | None:
+    """The job's pace while it trains: time over steps between consecutive forward readings
+    of the same cycle (never across a failure); None with fewer than two in any cycle."""
+    dt = 0.0
+    steps = 0
+    for c in cycles:
+        moved = _progress_readings(_window(c, readings), _base_step(c, readings))
+        for a, b in itertools.pairwise(moved):
+            dt += b.time - a.time
+            steps += b.step - a.step
+    return dt / steps if steps > 0 and dt > 0 else None
+
+
+def split_cycle(c: CycleView, readings: list[ProgressReading], pace: float | None) -> CycleSplit | None:
+    """The cycle cut at its first and last sign of progress; None for an open cycle and a
+    cycle in which no reading moved (its bucket stays the ledger's).
+
+    Start-up ends when the first checkpoint of the cycle was seen, less the time its steps
+    took at ``pace`` (unknown pace: not back-dated, so the start-up is an upper bound).
+    A checkpoint seen after the first failure (the other ranks went on until they were
+    stopped) keeps the work up to the failure, never beyond."""
+    if c.end is None:
+        return None
+    base = _base_step(c, readings)
+    moved = _progress_readings(_window(c, readings), base)
+    if not moved:
+        return None
+    first, last = moved[0], moved[-1]
+    run_end, end = c.run_end, c.end
+    back = (first.step - base) * pace if pace is not None and base is not None else 0.0
+    startup_end = min(max(c.start, first.time - back), run_end)
+    kept_end = run_end if c.outcome == CycleOutcome.SUCCEEDED else min(last.time, run_end)
+    kept_end = max(kept_end, startup_end)
+    return CycleSplit(c.start, startup_end, kept_end, run_end, end)
+
+
+def _with_splits(
+    cycles: list[CycleView], readings: list[ProgressReading]
+) -> tuple[list[CycleView], float | None]:
+    if not readings:
+        return cycles, None
+    pace = seconds_per_step(cycles, readings)
+    out = []
+    for c in cycles:
+        split = split_cycle(c, readings, pace)
+        out.append(dataclasses.replace(c, split=split) if split is not None else c)
+    return out, pace
+
+
+# --------------------------------------------------------------------------- injected faults
+
+
+def _hit(d: DrillRecord, cycles: list[CycleView]) -> CycleView | None:
+    """The cycle running when the fault was sent: the last to start before it that had not
+    ended; else the one the drill aimed at."""
+    running = [c for c in cycles if c.start <= d.time and (c.end is None or d.time <= c.end)]
+    if running:
+        return max(running, key=lambda c: c.start)
+    return next((c for c in cycles if c.cycle == d.cycle), None)
+
+
+def fault_views(drills: list[DrillRecord], cycles: list[CycleView]) -> list[FaultView]:
+    """Each injected fault with what it cost (see :class:`FaultView`)."""
+    ordered = sorted(cycles, key=lambda c: c.start)
+    charged: set[int] = set()
+    out: list[FaultView] = []
+    for d in sorted(drills, key=lambda d: d.time):
+        view = FaultView(d.fault, d.time, d.node, d.rank, d.signal, d.injected, d.problem, None)
+        c = _hit(d, ordered) if d.injected else None
+        if c is None:
+            out.append(view)
+            continue
+        view = dataclasses.replace(view, cycle=c.cycle)
+        if c.cycle in charged or c.end is None or not _ended_badly(c):
+            out.append(dataclasses.replace(view, absorbed=c.cycle in charged))
+            continue
+        charged.add(c.cycle)
+        after = [n for n in ordered if n.start >= c.end]
+        nxt = after[0] if after else None
+        detection = max(0.0, c.run_end - d.time)
+        stop = c.end - c.run_end
+        restart = nxt.start - c.end if nxt is not None else None
+        startup = nxt.split.startup_s if nxt is not None and nxt.split is not None else None
+        lost = max(0.0, min(d.time, c.split.run_end) - c.split.kept_end) if c.split is not None else None
+        known = [p for p in (detection, stop, restart, startup, lost) if p is not None]
+        cost = sum(known) if len(known) == 5 else None
+        out.append(
+            dataclasses.replace(
+                view,
+                detection_s=detection,
+                stop_s=stop,
+                restart_s=restart,
+                startup_s=startup,
+                lost_work_s=lost,
+                cost_s=cost,
+                next_cycle=nxt.cycle if nxt is not None else None,
+            )
+        )
+    return out
+
+
 # --------------------------------------------------------------------------- entry point
 
 
 def analyse(files: StateFiles) -> Report:
     cycles, keys = _cycles(files)
+    cycles, pace = _with_splits(cycles, files.readings)
     attempts = _attempts(files, cycles, keys)
     notes = []
     if files.ledger is None or files.ledger.source is None:
@@ -519,17 +748,23 @@ def analyse(files: StateFiles) -> Report:
                 f"cycle {c.cycle} has no end (still running, or its launcher was killed): "
                 "it is counted up to its start"
             )
+    if _progress_known(files.ledger) and not files.readings and cycles:
+        notes.append(
+            "no timed progress readings (a launcher older than this report): start-up and the "
+            "work lost after each last checkpoint count as progress, so goodput is an upper bound"
+        )
     if any(a.outcome_source == "inferred" for a in attempts):
         notes.append("some attempts' outcome records were not kept: their outcome is inferred from cycles")
     return Report(
         state_dir=str(files.path),
         attempts=tuple(attempts),
         cycles=tuple(sorted(cycles, key=lambda c: c.cycle)),
-        totals=_totals(attempts, cycles),
+        totals=_totals(attempts, cycles, pace),
         top_causes=tuple(_causes(cycles, attempts)),
         repeat_nodes=tuple(_repeat_nodes(cycles, attempts)),
         unhealthy=tuple(sorted(files.unhealthy, key=lambda u: (u.time or 0.0, u.node))),
         unreadable=tuple(files.unreadable),
         progress_source=files.ledger.source if files.ledger else None,
         notes=tuple(notes),
+        faults=tuple(fault_views(files.drills, cycles)),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slurm_ft.report.analysis import AttemptView, CycleView, FailureView, Report
+from slurm_ft.report.analysis import AttemptView, CycleSplit, CycleView, FailureView, FaultView, Report
 
 REPORT_VERSION = 1
 SCHEMA_FILE = "report.schema.json"
@@ -53,6 +53,42 @@ def _cycle(c: CycleView) -> dict[str, Any]:
         "iteration_start": c.iteration_start,
         "iteration_end": c.iteration_end,
         "source": c.source,
+        "split": _split(c.split),
+    }
+
+
+def _split(s: CycleSplit | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "startup_end": s.startup_end,
+        "kept_end": s.kept_end,
+        "run_end": s.run_end,
+        "startup_s": s.startup_s,
+        "kept_s": s.kept_s,
+        "lost_work_s": s.lost_s,
+        "stopping_s": s.stopping_s,
+    }
+
+
+def _fault(f: FaultView) -> dict[str, Any]:
+    return {
+        "fault": f.fault,
+        "time": f.time,
+        "node": f.node,
+        "rank": f.rank,
+        "signal": f.signal,
+        "injected": f.injected,
+        "problem": f.problem,
+        "cycle": f.cycle,
+        "next_cycle": f.next_cycle,
+        "absorbed": f.absorbed,
+        "detection_s": f.detection_s,
+        "stop_s": f.stop_s,
+        "restart_s": f.restart_s,
+        "startup_s": f.startup_s,
+        "lost_work_s": f.lost_work_s,
+        "cost_s": f.cost_s,
     }
 
 
@@ -86,6 +122,11 @@ def to_json(report: Report) -> dict[str, Any]:
             "unknown_progress_s": t.unknown_progress_s,
             "restart_overhead_s": t.restart_overhead_s,
             "between_attempts_s": t.between_attempts_s,
+            "startup_s": t.startup_s,
+            "lost_work_s": t.lost_work_s,
+            "stopping_s": t.stopping_s,
+            "split_cycles": t.split_cycles,
+            "seconds_per_step": t.seconds_per_step,
             "goodput_ratio": t.goodput_ratio,
             "goodput_upper_bound": t.goodput_upper_bound,
             "work_lost_iterations": t.work_lost_iterations,
@@ -108,4 +149,5 @@ def to_json(report: Report) -> dict[str, Any]:
         "unhealthy": [{"node": u.node, "reason": u.reason, "time": u.time} for u in report.unhealthy],
         "unreadable": [{"path": u.path, "problem": u.problem} for u in report.unreadable],
         "notes": list(report.notes),
+        "faults": [_fault(f) for f in report.faults],
     }

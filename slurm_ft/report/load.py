@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import progress
-from slurm_ft.records import CycleRecord, OutcomeRecord
+from slurm_ft.records import CycleRecord, DrillRecord, OutcomeRecord, ProgressReading
 from slurm_ft.statedir import StateDir
 
 _CYCLE_NAME = re.compile(r"cycle(\d+)\.json")
@@ -46,6 +46,8 @@ class StateFiles:
     unhealthy: list[UnhealthyRecord] = field(default_factory=list)
     ledger: progress.Ledger | None = None
     unreadable: list[Unreadable] = field(default_factory=list)
+    drills: list[DrillRecord] = field(default_factory=list)  # faults slurm-ft-drill injected
+    readings: list[ProgressReading] = field(default_factory=list)  # node 0's timed source readings
 
     @property
     def empty(self) -> bool:
@@ -123,6 +125,52 @@ def outcome_from_json(doc: dict[str, Any]) -> OutcomeRecord:
         raise _Bad(str(exc)) from None
 
 
+def drill_from_json(doc: dict[str, Any]) -> DrillRecord:
+    _need(doc, "fault", str)
+    _need(doc, "time", _NUMBER)
+    for key in ("node", "signal", "problem", "schedule", "job_id"):
+        _need(doc, key, str, optional=True)
+    for key in ("node_rank", "rank", "cycle"):
+        _need(doc, key, int, optional=True)
+    if not isinstance(doc.get("injected", True), bool):
+        raise _Bad(f"'injected' has the wrong type ({doc.get('injected')!r})")
+    pids = doc.get("pids", [])
+    if not isinstance(pids, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in pids):
+        raise _Bad("'pids' is not a list of integers")
+    try:
+        return DrillRecord.from_json(doc)
+    except TypeError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def readings_from_text(text: str) -> tuple[list[ProgressReading], int]:
+    """The readings in a ``readings.jsonl`` and the number of lines that were not one (a
+    torn last line after a crash is the usual one)."""
+    out: list[ProgressReading] = []
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            when, step, mark = doc["time"], doc["step"], doc.get("mark")
+        except (ValueError, TypeError, KeyError):
+            bad += 1
+            continue
+        if (
+            isinstance(when, _NUMBER)
+            and isinstance(step, int)
+            and not isinstance(step, bool)
+            and not isinstance(when, bool)
+            and (mark is None or isinstance(mark, str))
+        ):
+            out.append(ProgressReading(float(when), step, mark))
+        else:
+            bad += 1
+    out.sort(key=lambda r: r.time)
+    return out, bad
+
+
 def unhealthy_from_json(doc: dict[str, Any], fallback_node: str) -> UnhealthyRecord:
     when = doc.get("time")
     node = doc.get("node")
@@ -174,6 +222,24 @@ def load(state: StateDir) -> StateFiles:
             out.unhealthy.append(unhealthy_from_json(_read_doc(path), path.stem))
         except _Bad as exc:
             bad.append(Unreadable(str(path), str(exc)))
+
+    for path in _files(state.drills_dir, "*.json", bad):
+        try:
+            out.drills.append(drill_from_json(_read_doc(path)))
+        except _Bad as exc:
+            bad.append(Unreadable(str(path), str(exc)))
+    out.drills.sort(key=lambda d: d.time)
+
+    try:
+        raw = state.progress_readings.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raw = ""
+    except OSError as exc:
+        bad.append(Unreadable(str(state.progress_readings), f"cannot read: {exc.strerror or exc}"))
+        raw = ""
+    out.readings, torn = readings_from_text(raw)
+    if torn:
+        bad.append(Unreadable(str(state.progress_readings), f"{torn} line(s) are not readings: skipped"))
 
     try:
         out.ledger = progress.load_ledger(state.ledger)

@@ -44,6 +44,14 @@ COLOURS = {
     "running": "#757575",
 }
 OTHER = "#757575"
+# Inside a cycle cut by timed readings (analysis.CycleSplit); the outcome stays as a band on top.
+PARTS = {
+    "startup": ("#90a4ae", "start-up"),
+    "kept": ("#43a047", "kept training"),
+    "lost": ("#ef9a9a", "lost work"),
+    "stopping": ("#5d4037", "stopping"),
+}
+OUTCOME_BAND = 6
 FONT = 'font-family="DejaVu Sans, Liberation Sans, Arial, sans-serif"'
 
 
@@ -148,7 +156,7 @@ def render(report: Report) -> str:
     gaps = [(a.end, b.start) for a, b in itertools.pairwise(attempts) if b.start > a.end]
     scale = Scale(start, end, gaps)
     legend_y = AXIS_Y + 40
-    height = legend_y + 46
+    height = legend_y + 64
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" {FONT} font-size="12">',
@@ -206,13 +214,15 @@ def render(report: Report) -> str:
                 _cycle_title(c),
             )
         )
+        if c.split is not None:
+            out += _split_parts(scale, c)
         if x1 - x0 > 24:
             out.append(
                 f'<text x="{x0 + 3:.1f}" y="{CYCLE_Y + 19}" font-size="11" fill="#ffffff">{c.cycle}</text>'
             )
         if c.failure is not None:
             fx = scale.x(c.run_end)
-            if x1 - fx >= 1:  # after the failure the workers were being stopped: restart overhead
+            if x1 - fx >= 1 and c.split is None:  # after the failure the workers were being stopped
                 out.append(
                     f'<rect class="stopping" data-cycle="{c.cycle}" x="{fx:.1f}" y="{CYCLE_Y}" '
                     f'width="{x1 - fx:.1f}" height="{CYCLE_H}" fill="#ffffff" fill-opacity="0.6"/>'
@@ -224,10 +234,57 @@ def render(report: Report) -> str:
                 f'<path d="M{fx - 5:.1f},{CYCLE_Y - 12} L{fx + 5:.1f},{CYCLE_Y - 12} '
                 f'L{fx:.1f},{CYCLE_Y - 4} Z" fill="#000000"/></g>'
             )
+    out += _fault_marks(scale, report)
     out += _axis(scale, start, end)
     out += _legend(report, legend_y)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _split_parts(scale: Scale, c: CycleView) -> list[str]:
+    """The cycle's start-up, kept training, lost work and stopping, each a
+    ``<rect class="part" data-part=...>``, under a band of the outcome's colour."""
+    assert c.split is not None
+    s = c.split
+    out = []
+    for part, t0, t1 in (
+        ("startup", s.start, s.startup_end),
+        ("kept", s.startup_end, s.kept_end),
+        ("lost", s.kept_end, s.run_end),
+        ("stopping", s.run_end, s.end),
+    ):
+        if t1 <= t0:
+            continue
+        x0, x1 = scale.x(t0), scale.x(t1)
+        fill, name = PARTS[part]
+        out.append(
+            f'<rect class="part" data-cycle="{c.cycle}" data-part="{part}" x="{x0:.1f}" '
+            f'y="{CYCLE_Y + OUTCOME_BAND}" width="{max(x1 - x0, 0.5):.1f}" height="{CYCLE_H - OUTCOME_BAND}" '
+            f'fill="{fill}"><title>{escape(f"cycle {c.cycle}: {name} {seconds(t1 - t0)}")}</title></rect>'
+        )
+    return out
+
+
+def _fault_marks(scale: Scale, report: Report) -> list[str]:
+    """A diamond above the cycles at each injected fault, with what it cost on hover."""
+    out = []
+    for f in report.faults:
+        x = scale.x(f.time)
+        y = CYCLE_Y - 20
+        if not f.injected:
+            title = f"{f.fault} ({f.where}): not injected: {f.problem}"
+        elif f.cost_s is not None:
+            title = f"{f.fault} ({f.where}) at {when(f.time)[11:]} UTC: cost {seconds(f.cost_s)}"
+        else:
+            title = f"{f.fault} ({f.where}) at {when(f.time)[11:]} UTC"
+        fill = "#6a1b9a" if f.injected else "#bdbdbd"
+        out.append(
+            f'<g class="fault" data-fault="{escape(f.fault)}"><title>{escape(title)}</title>'
+            f'<path d="M{x:.1f},{y - 5} L{x + 5:.1f},{y} L{x:.1f},{y + 5} L{x - 5:.1f},{y} Z" fill="{fill}"/>'
+            f'<line x1="{x:.1f}" y1="{y + 5}" x2="{x:.1f}" y2="{CYCLE_Y}" stroke="{fill}" '
+            'stroke-dasharray="2,2"/></g>'
+        )
+    return out
 
 
 def _axis(scale: Scale, start: float, end: float) -> list[str]:
@@ -277,8 +334,18 @@ def _legend(report: Report, y: float) -> list[str]:
     if report.totals.requeues:
         out.append(f'<rect x="{x:.1f}" y="{y}" width="12" height="12" fill="url(#gap)" stroke="#bdbdbd"/>')
         out.append(f'<text x="{x + 16:.1f}" y="{y + 10}">between attempts</text>')
+    x, y2 = float(LEFT), y + 18  # the second row: inside the cycles, and the faults
+    if any(c.split for c in report.cycles):
+        for fill, name in PARTS.values():
+            out.append(f'<rect x="{x:.1f}" y="{y2}" width="12" height="12" fill="{fill}"/>')
+            out.append(f'<text x="{x + 16:.1f}" y="{y2 + 10}">{escape(name)}</text>')
+            x += 28 + 7 * len(name)
+    if report.faults:
+        diamond = f"M{x + 6:.1f},{y2} L{x + 12:.1f},{y2 + 6} L{x + 6:.1f},{y2 + 12} L{x:.1f},{y2 + 6} Z"
+        out.append(f'<path d="{diamond}" fill="#6a1b9a"/>')
+        out.append(f'<text x="{x + 16:.1f}" y="{y2 + 10}">injected fault (slurm-ft-drill)</text>')
     shares = "; ".join(f"{name} {share}" for name, _, share in total_rows(report.totals))
-    out.append(f'<text x="{LEFT}" y="{y + 32}" fill="#424242">{escape(shares)}</text>')
+    out.append(f'<text x="{LEFT}" y="{y + 50}" fill="#424242">{escape(shares)}</text>')
     return out
 
 

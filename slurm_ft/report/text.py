@@ -64,13 +64,84 @@ def total_rows(t: Totals) -> list[tuple[str, str, str]]:
     """(name, duration, share of the wall clock) of every bucket that holds any time: the
     same lines in every renderer."""
     parts = [
+        ("start-up (until the first progress)", t.startup_s),
         ("training, with progress", t.progress_s),
+        ("training lost (after the last checkpoint)", t.lost_work_s),
         ("training, no progress", t.no_progress_s),
         ("training, progress unknown", t.unknown_progress_s),
+        ("stopping (failure to cycle end)", t.stopping_s),
         ("restart overhead", t.restart_overhead_s),
         ("between attempts", t.between_attempts_s),
     ]
     return [(name, seconds(s), percent(s, t.wall_clock_s)) for name, s in parts if s > 0]
+
+
+def fault_rows(report: Report) -> list[tuple[str, ...]]:
+    """(time, fault, where, cycle, detection, stop, restart, start-up, lost work, cost) per
+    injected fault: the same cells in every renderer."""
+    rows: list[tuple[str, ...]] = []
+    for f in report.faults:
+        stamp = when(f.time)[11:]
+        if not f.injected:
+            rows.append((stamp, f.fault, f.where, "-", f"not injected: {f.problem}", "", "", "", "", ""))
+            continue
+        if f.absorbed or (f.cost_s is None and f.detection_s is None):
+            why = "absorbed (the cycle had already failed)" if f.absorbed else "no failure followed"
+            rows.append(
+                (
+                    stamp,
+                    f.fault,
+                    f.where,
+                    str(f.cycle if f.cycle is not None else "-"),
+                    why,
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                )
+            )
+            continue
+        rows.append(
+            (
+                stamp,
+                f.fault,
+                f.where,
+                f"{f.cycle}→{f.next_cycle if f.next_cycle is not None else '-'}",
+                seconds(f.detection_s),
+                seconds(f.stop_s),
+                seconds(f.restart_s),
+                seconds(f.startup_s),
+                seconds(f.lost_work_s),
+                seconds(f.cost_s),
+            )
+        )
+    return rows
+
+
+FAULT_COLUMNS = (
+    "time (UTC)",
+    "fault",
+    "where",
+    "cycle",
+    "detection",
+    "stop",
+    "restart",
+    "start-up",
+    "lost work",
+    "cost",
+)
+
+
+def fault_table(report: Report) -> object:
+    from rich.table import Table
+
+    table = Table(title="injected faults (slurm-ft-drill) and what each cost", title_justify="left")
+    for name in FAULT_COLUMNS:
+        table.add_column(name, overflow="fold", justify="left" if name in FAULT_COLUMNS[:4] else "right")
+    for row in fault_rows(report):
+        table.add_row(*row)
+    return table
 
 
 def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
@@ -153,6 +224,8 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         f"(requeues {t.requeues})   cycles: {t.cycles} (restarts {t.restarts})   failures: {t.failures}",
         markup=False,
     )
+    if report.faults:
+        console.print(fault_table(report))
     if report.top_causes:
         console.print(Text("top failure causes", style="bold"))
         for k in report.top_causes:
