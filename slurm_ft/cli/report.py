@@ -1,6 +1,6 @@
 """Front end of slurm-ft-report: where a job's allocation went.
 
-    slurm-ft-report [--state-dir DIR | JOBID] [--json] [--svg FILE] [--html FILE]
+    slurm-ft-report [--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE]
 
 Without DIR or JOBID the state dir is found exactly as the launcher finds it (SLURM_*
 variables, ``--config``/``$SLURM_FT_CONFIG``, ``$SLURM_FT_STATE_DIR``); JOBID means
@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", metavar="DIR", help="the job's state dir")
     p.add_argument("--config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (see report.schema.json)")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="print the run in a few lines: cycles, failures and their exceptions, logs, outcome",
+    )
     p.add_argument("--svg", metavar="FILE", help="write the timeline picture as SVG")
     p.add_argument("--html", metavar="FILE", help="write an HTML page with the picture and the totals")
     return p
@@ -107,7 +112,11 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
             _write(args.svg, picture)
         if args.html:
             _write(args.html, svg.html_page(report, picture))
-    if args.json:
+    if args.summary:
+        from slurm_ft.report import story
+
+        print("\n".join(story.lines(files, report)))
+    elif args.json:
         print(json.dumps(jsonout.to_json(report), indent=2, sort_keys=True))
     else:
         from slurm_ft.report import text
