@@ -258,7 +258,11 @@ _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("rdzv-impl", "slurm-ft has one rendezvous"),
     ("gpu-memory-poll-interval", "fixed poll interval"),
     ("check-remaining-processes", "leftover worker processes are always killed"),
-    ("numa-bind-strict", "no NUMA binding"),
+    (
+        "numa-bind-strict",
+        "`--numa-binding node` binds each worker's CPUs and makes its memory prefer its GPU's "
+        "NUMA node; a strict memory binding (membind) is not offered",
+    ),
     ("install-exception-hook", "use torch's @record for tracebacks"),
     ("num-warmup-iterations", "no iteration-based monitoring"),
     ("progress-update-interval", "progress is read from the checkpoint iteration file"),
@@ -403,10 +407,10 @@ FT_OPTIONS: tuple[FtOption, ...] = (
     ),
     FtOption(
         "segment",
-        Kind.LATER,
-        "spare nodes (`slurm_ft.launch.segment`)",
+        Kind.ALIAS,
+        "`--segment` (with `--spare-nodes K`: nodes are active or spare in whole segments)",
         True,
-        _off_only,
+        _set("launch.segment", _integer),
     ),
     FtOption(
         "restart-policy",

@@ -10,7 +10,8 @@ node 0's store port in both cases.
 ``--nnodes MIN:MAX`` here: accepted when the node count (Slurm's, or MIN == MAX without
 Slurm) lies in the range; every cycle then runs on all of those nodes. torchrun would
 also run with fewer (down to MIN) and ft_launcher would keep the nodes above MIN as hot
-spares; neither is done here (spare nodes are ``--ft-segment``, not supported yet).
+spares; neither is done here (spare nodes are ``--spare-nodes K``, in segments of
+``--segment``/``--ft-segment`` nodes).
 """
 
 from __future__ import annotations

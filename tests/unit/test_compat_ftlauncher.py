@@ -67,7 +67,11 @@ def test_health_check_edits() -> None:
             None,
             "--ft-safety-factor: not supported by slurm-ft-launch (timeouts",
         ),
-        ([("--ft-segment", "4")], None, "--ft-segment: not supported yet (spare nodes"),
+        (
+            [("--ft-numa-bind-strict", "true")],
+            None,
+            "--ft-numa-bind-strict: not supported by slurm-ft-launch (`--numa-binding node` binds",
+        ),
         ([("--ft-restart-policy", "min-healthy")], None, "--ft-restart-policy min-healthy: not supported"),
         ([("--ft-enable-log-server", "true")], None, "--ft-enable-log-server true: not supported"),
         ([], {"no_such_key": 1}, "fault_tolerance.no_such_key: not an ft_launcher setting"),
@@ -83,8 +87,14 @@ def test_refused_by_name(options, section, message: str) -> None:
 
 
 def test_off_values_of_unsupported_options_ask_for_nothing() -> None:
-    t = ft.translate([("--ft-pci-topo-file", ""), ("--ft-segment", "none")], {"log_level": None})
+    t = ft.translate([("--ft-pci-topo-file", ""), ("--ft-numa-bind-strict", "none")], {"log_level": None})
     assert t.overrides == {}
+
+
+def test_migrants_are_pointed_at_the_features_that_exist() -> None:
+    """Issue 32, item 8: --ft-segment is --segment; strict NUMA binding names --numa-binding."""
+    assert ft.translate([("--ft-segment", "4")], None).overrides == {"launch.segment": 4}
+    assert ft.translate([], {"segment": 2}).overrides == {"launch.segment": 2}
 
 
 def test_argv_split_takes_ft_options_and_reads_tee() -> None:

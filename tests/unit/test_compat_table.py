@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.cli.launch import UsageError, interpret
+from slurm_ft.cli.launchoptions import interpret
+from slurm_ft.cli.usage import UsageError
 from slurm_ft.compat import table
 from slurm_ft.compat.errors import CompatError
 from slurm_ft.compat.ftlauncher import Kind
@@ -136,7 +137,7 @@ FT: dict[str, tuple[str | None, Check | str]] = {
     "--ft-restart-policy": ("any-failed", accepted),
     "--ft-enable-log-server": ("false", accepted),
     "--ft-ignore-missing-cfg": (None, accepted),
-    "--ft-segment": ("4", REFUSED),
+    "--ft-segment": ("4", setting("launch.segment", 4)),
 }
 
 
