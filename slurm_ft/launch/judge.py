@@ -25,7 +25,7 @@ from slurm_ft.settingsyntax import SourceSpec
 # How often node 0 looks at the progress source for the report's timed readings (and the
 # iteration timeout, when one is set, at least this often): the start-up and lost-work
 # stretches of a cycle are known to about this much.
-READINGS_PERIOD_S = 1.0
+READINGS_PERIOD_S = 0.5
 
 
 class JobJudge:
