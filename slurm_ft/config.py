@@ -295,6 +295,10 @@ def validate(settings: Settings) -> None:
         raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port_range: {exc}") from None
     if launch.rdzv_port is not None and not 1 <= launch.rdzv_port <= 65535:
         raise ConfigError(f"{YAML_ROOT}.launch.rdzv_port: must be 1-65535, got {launch.rdzv_port}")
+    try:
+        parse_signals(launch.forward_signals)
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.launch.forward_signals: {exc}") from None
     if settings.applog.line_cap_bytes < 64:
         raise ConfigError(
             f"{YAML_ROOT}.applog.line_cap_bytes: must be >= 64, got {settings.applog.line_cap_bytes}"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.config import Settings
 from slurm_ft.launch.rendezvous.jobsecret import StoreAuth
+from slurm_ft.launch.workers.env import JobEnv
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
@@ -50,6 +51,20 @@ class AgentConfig:
     @property
     def num_nodes(self) -> int:
         return self.job.num_nodes
+
+    def job_env(self, run_dir: str) -> JobEnv:
+        """The inputs of every worker environment of this launcher (``run_dir``: its
+        private run dir, made at start; the dry run names a placeholder)."""
+        return JobEnv(
+            base=self.base_env,
+            run_id=self.run_id,
+            max_restarts=self.settings.launch.max_restarts,
+            forwarded=self.signals,
+            python=self.entry.kind != "command",
+            state=self.state,
+            run_dir=run_dir,
+            placement=self.placement,
+        )
 
 
 def run_id_for(job: SlurmJob) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,13 +25,9 @@ from pathlib import Path
 
 from slurm_ft import worker
 from slurm_ft.config import HangSettings
+from slurm_ft.launch.workers.env import STACK_SIGNAL
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.settingsyntax import parse_section_timeouts
-
-# The signal that asks a worker for its stacks (armed by inject/sitecustomize.py). A
-# real-time signal: no trainer or library uses it for anything else.
-STACK_SIGNAL = signal.SIGRTMIN + 4
-INJECT_DIR = Path(__file__).resolve().parent / "inject"
 
 
 class Detector(str, Enum):
@@ -346,33 +341,6 @@ class IterationWatch(threading.Thread):
 
 
 # ----------------------------------------------------------------------- evidence
-
-
-def worker_env(
-    base: Mapping[str, str],
-    *,
-    slot: str,
-    stack_file: str | None,
-    forwarded: Iterable[int],
-    nccl_trace_prefix: str,
-) -> dict[str, str]:
-    """What a worker needs for the rank monitor, the stop flag and, for Python workers
-    (``stack_file`` given), the stack dump; plus torch's NCCL flight recorder, so GPU
-    jobs leave their collective traces in the state dir when NCCL times out."""
-    env = {worker.MONITOR_ENV: slot, worker.SIGNALS_ENV: ",".join(str(int(s)) for s in forwarded)}
-    if stack_file is not None:
-        path = base.get("PYTHONPATH", "")
-        env["PYTHONPATH"] = f"{INJECT_DIR}{os.pathsep}{path}" if path else str(INJECT_DIR)
-        env["SLURM_FT_STACK_FILE"] = stack_file
-        env["SLURM_FT_STACK_SIGNAL"] = str(int(STACK_SIGNAL))
-    for key, value in (
-        ("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
-        ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
-        ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", nccl_trace_prefix),
-    ):
-        if key not in base:
-            env[key] = value
-    return env
 
 
 def collect_stacks(

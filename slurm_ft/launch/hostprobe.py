@@ -1,7 +1,8 @@
-"""What this host offers right now, asked of the operating system and the driver.
+"""What this host offers right now, asked of the operating system, the resolver and the driver.
 
-These answers are facts of the moment (a port free now, the GPUs NVML sees now), so they
-are kept apart from the policy that uses them and from the store protocol.
+These answers are facts of the moment (a port free now, the addresses a name has now, the
+GPUs NVML sees now), so they are kept apart from the policy that uses them and from the
+store protocol.
 """
 
 from __future__ import annotations
@@ -32,3 +33,26 @@ def nvml_gpu_count() -> int | None:
     finally:
         with contextlib.suppress(Exception):
             adapter.close()
+
+
+def _addresses(host: str) -> set[str]:
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two names or addresses mean the same machine, as the resolver says now:
+    equal, sharing an address, or both loopback (node 0 is this very machine, e.g. a test
+    cluster on one host). torchrun's ``--master-addr`` is checked against Slurm's node 0
+    with it (:func:`slurm_ft.compat.torchrun.check_slurm` takes it as an argument)."""
+    import ipaddress
+
+    if a == b:
+        return True
+    left, right = _addresses(a), _addresses(b)
+    if left & right:
+        return True
+    both = left | right
+    return bool(left) and bool(right) and all(ipaddress.ip_address(x.split("%")[0]).is_loopback for x in both)

@@ -22,6 +22,10 @@ from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import Failure, node_name
 
 
+class SpareError(ValueError):
+    """Spare nodes or a segment that this job's node count cannot hold."""
+
+
 class Why(str, Enum):
     """Why a launcher was retired (the values appear in records and logs)."""
 
@@ -57,6 +61,18 @@ class SpareBook:
 
     @classmethod
     def for_job(cls, launchers: int, spares: int, segment: int, suspect_after: int) -> SpareBook:
+        """The first placement: the first ``launchers - spares`` launchers, in hostlist order.
+        :class:`SpareError` when the counts cannot be placed (the launcher checks this
+        before it starts, as bad input)."""
+        if spares >= launchers:
+            raise SpareError(
+                f"--spare-nodes {spares}: the job has only {launchers} node(s); at least one must be active"
+            )
+        if launchers % segment or (launchers - spares) % segment:
+            raise SpareError(
+                f"--segment {segment}: the job's {launchers} node(s) and its {launchers - spares} "
+                "active node(s) must both be whole segments"
+            )
         return cls(launchers, tuple(range(launchers - spares)), segment, suspect_after)
 
     @property

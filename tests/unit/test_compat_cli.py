@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.cli.launch import UsageError, interpret, same_host
+from slurm_ft.cli.launchoptions import interpret
+from slurm_ft.cli.usage import UsageError
+from slurm_ft.launch.hostprobe import same_host
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,12 @@ import pytest
 
 from slurm_ft import config
 from slurm_ft.cli import launch as cli
+from slurm_ft.cli import launchoptions
+from slurm_ft.cli.usage import UsageError
 
 
 def parse(*args: str):
-    return cli.build_parser().parse_args(list(args))
+    return launchoptions.build_parser().parse_args(list(args))
 
 
 def test_torchrun_spellings_and_script_args_pass_through():
@@ -28,13 +30,13 @@ def test_cli_values_layer_over_env_and_file(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("slurm_ft:\n  launch:\n    max_restarts: 7\n    join_timeout: 9\n")
     ns = parse("--config", str(f), "--max-restarts", "2", "--health-checks", "none", "t.py")
-    s = config.load({"SLURM_FT_LAUNCH_JOIN_TIMEOUT": "11"}, ns.config, cli._cli_values(ns))
+    s = config.load({"SLURM_FT_LAUNCH_JOIN_TIMEOUT": "11"}, ns.config, launchoptions.settings_overrides(ns))
     assert (s.launch.max_restarts, s.launch.join_timeout, s.health.checks) == (2, 11.0, [])
     assert not cli._health_enabled(s.health.checks)
 
 
 def test_parse_errors_are_usage_errors():
-    with pytest.raises(cli.UsageError):
+    with pytest.raises(UsageError):
         parse("--max-restarts")
 
 

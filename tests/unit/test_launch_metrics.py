@@ -149,10 +149,10 @@ def test_write_errors_are_reported_once_and_retried():
 
 def test_prom_file_option_and_setting(tmp_path):
     from slurm_ft import config
-    from slurm_ft.cli.launch import _cli_values, build_parser
+    from slurm_ft.cli.launchoptions import build_parser, settings_overrides
 
     ns = build_parser().parse_args(["--prom-file", str(tmp_path / "m.prom"), "train.py"])
-    settings = config.load({}, None, _cli_values(ns))
+    settings = config.load({}, None, settings_overrides(ns))
     assert settings.launch.prom_file == str(tmp_path / "m.prom")
     assert config.load({"SLURM_FT_LAUNCH_PROM_FILE": "/var/lib/ne/ft.prom"}).launch.prom_file == (
         "/var/lib/ne/ft.prom"

@@ -1,4 +1,4 @@
-"""Pure decisions of the launcher: restart budget, stop reasons, nproc, worker environment."""
+"""Pure decisions of the launcher: restart budget, stop reasons, nproc."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import cyclecount, policy
 from slurm_ft.launch.workers import process as workers
-from slurm_ft.launch.workers.layout import Entry, Topology
+from slurm_ft.launch.workers.layout import Entry
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.statedir import StateDir
 
@@ -114,48 +114,6 @@ def test_resolve_nproc_rejects(value, message):
     with pytest.raises(workers.NprocError) as info:
         workers.resolve_nproc(value, slurm_gpus=None, gpu_count=lambda: None, cpu_count=4)
     assert str(info.value) == message
-
-
-def test_worker_env_is_torchrun_env():
-    topo = Topology(node_rank=2, num_nodes=3, nproc_per_node=4, master_addr="n0")
-    cyc = workers.CycleEnv(
-        master_port=29400,
-        restart_count=1,
-        max_restarts=3,
-        run_id="7-a0",
-        cycle=5,
-        cycle_info="/s/cycles/cycle5.json",
-    )
-    env = workers.worker_env(
-        {"PATH": "/bin", "MASTER_PORT": "1"}, topo, 3, cyc, "/s/errors/cycle5/rank11.json"
-    )
-    assert env == {
-        "PATH": "/bin",
-        "RANK": "11",
-        "LOCAL_RANK": "3",
-        "WORLD_SIZE": "12",
-        "LOCAL_WORLD_SIZE": "4",
-        "GROUP_RANK": "2",
-        "GROUP_WORLD_SIZE": "3",
-        "ROLE_RANK": "11",
-        "ROLE_WORLD_SIZE": "12",
-        "ROLE_NAME": "default",
-        "MASTER_ADDR": "n0",
-        "MASTER_PORT": "29400",
-        "TORCHELASTIC_RESTART_COUNT": "1",
-        "TORCHELASTIC_MAX_RESTARTS": "3",
-        "TORCHELASTIC_RUN_ID": "7-a0",
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
-        "TORCHELASTIC_ERROR_FILE": "/s/errors/cycle5/rank11.json",
-        "SLURM_FT_CYCLE": "5",
-        "SLURM_FT_CYCLE_INFO": "/s/cycles/cycle5.json",
-        "OMP_NUM_THREADS": "1",
-    }
-    assert topo.ranks == range(8, 12)
-    # a user's OMP_NUM_THREADS is kept; one worker gets none forced on it
-    assert workers.worker_env({"OMP_NUM_THREADS": "8"}, topo, 0, cyc, "e")["OMP_NUM_THREADS"] == "8"
-    single = Topology(0, 1, 1, "127.0.0.1")
-    assert "OMP_NUM_THREADS" not in workers.worker_env({}, single, 0, cyc, "e")
 
 
 def test_entry_argv_like_torchrun():

@@ -42,7 +42,7 @@ def test_every_exit_code_of_the_contract_is_documented():
 
 
 def test_every_launcher_option_is_documented():
-    from slurm_ft.cli.launch import build_parser
+    from slurm_ft.cli.launchoptions import build_parser
 
     for action in build_parser()._actions:
         for opt in action.option_strings:

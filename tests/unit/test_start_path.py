@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from slurm_ft.cli import launch as launch_cli
+from slurm_ft.cli import launchoptions
 from slurm_ft.cli.usage import UsageParser, terminal_columns
 from slurm_ft.slurm import SlurmEnvError, SlurmJob
 
@@ -34,8 +34,8 @@ def test_a_plain_launch_start_loads_neither_shutil_nor_ft_launcher_nor_hostlist(
     loaded = _loaded_after(
         textwrap.dedent(
             f"""
-            from slurm_ft.cli import launch
-            it = launch.interpret([{str(script)!r}])
+            from slurm_ft.cli import launch, launchoptions
+            it = launchoptions.interpret([{str(script)!r}])
             job = launch._topology(it, {{}})
             launch._settings_for(it, {{}}, job)
             """
@@ -43,6 +43,16 @@ def test_a_plain_launch_start_loads_neither_shutil_nor_ft_launcher_nor_hostlist(
     )
     assert "slurm_ft.compat.torchrun" in loaded  # the probe did reach the command line's reading
     assert not {"shutil", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
+
+
+def test_a_plain_launch_loads_neither_the_dry_run_nor_ft_launcher(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    code = f"from slurm_ft.cli import launch\nassert launch.main([{str(script)!r}]) == 0"
+    settings = {"SLURM_FT_STATE_DIR": str(tmp_path / "state"), "SLURM_FT_LAUNCH_NPROC_PER_NODE": "1"}
+    loaded = _loaded_after(code, {**settings, "SLURM_FT_HEALTH_CHECKS": "none"})
+    assert "slurm_ft.launch.agent" in loaded  # the probe did launch
+    assert not {"slurm_ft.cli.dryrun", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
 
 
 def test_a_health_check_start_does_not_load_shutil(tmp_path):
@@ -57,9 +67,9 @@ def test_a_health_check_start_does_not_load_shutil(tmp_path):
 def test_ft_options_still_load_their_table_and_translate(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("pass\n")
-    plain = launch_cli.interpret([str(script)])
+    plain = launchoptions.interpret([str(script)])
     assert plain.ft is None
-    ft = launch_cli.interpret(["--ft-rank-heartbeat-timeout", "30", str(script)])
+    ft = launchoptions.interpret(["--ft-rank-heartbeat-timeout", "30", str(script)])
     assert ft.ft is not None
     assert ft.cli["hang.rank_heartbeat_timeout"] == 30.0
     assert "slurm_ft.compat.ftlauncher" in sys.modules

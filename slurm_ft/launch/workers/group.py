@@ -10,7 +10,6 @@ import contextlib
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft import health, records, worker
@@ -23,6 +22,7 @@ from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.tracebacks import exception_line
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.launch.workers import process as wk
+from slurm_ft.launch.workers.env import CycleEnv, JobEnv, RankFiles, worker_env
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.logline import rank_width
 from slurm_ft.records import Failure, FailureKind
@@ -55,35 +55,19 @@ def _open_applog(
     )
 
 
-@dataclass(frozen=True)
-class RankFiles:
-    """A worker's files in the launcher's private run dir (shared memory when there is)."""
-
-    slot: str
-    stack: str | None  # None: not a Python worker, no stack dump
-
-    @classmethod
-    def fresh(cls, run_dir: Path, rank: int, python: bool) -> RankFiles:
-        slot = run_dir / f"rank{rank}.slot"
-        worker.new_slot(str(slot))
-        stack = run_dir / f"rank{rank}.stack"
+def _fresh_files(job: JobEnv, rank: int) -> RankFiles:
+    """The rank's files for a new cycle: an empty monitor slot, no stack file of the last."""
+    files = job.files(rank)
+    worker.new_slot(files.slot)
+    if files.stack is not None:
         with contextlib.suppress(FileNotFoundError):
-            stack.unlink()
-        return cls(str(slot), str(stack) if python else None)
+            os.unlink(files.stack)
+    return files
 
 
-def _specs(
-    cfg: AgentConfig, i: int, cycle: int, d: Decision, files: dict[int, RankFiles]
-) -> list[wk.WorkerSpec]:
+def _specs(cfg: AgentConfig, job: JobEnv, i: int, cycle: int, d: Decision) -> list[wk.WorkerSpec]:
     topo = cfg.topo
-    cyc = wk.CycleEnv(
-        master_port=d.master_port,
-        restart_count=i,
-        max_restarts=cfg.settings.launch.max_restarts,
-        run_id=cfg.run_id,
-        cycle=cycle,
-        cycle_info=str(cfg.state.cycle_record(cycle)),
-    )
+    cyc = CycleEnv(topo=topo, master_port=d.master_port, restart_count=i, cycle=cycle)
     argv = tuple(cfg.entry.argv(cfg.python))
     specs = []
     for local in range(topo.nproc_per_node):
@@ -92,21 +76,8 @@ def _specs(
         err.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             err.unlink()
-        env = wk.worker_env(cfg.base_env, topo, local, cyc, str(err))
-        mine = files[rank]
-        trace = str(cfg.state.error_files_dir / f"cycle{cycle}" / "nccl_trace_rank_")
-        env.update(
-            hang.worker_env(
-                cfg.base_env,
-                slot=mine.slot,
-                stack_file=mine.stack,
-                forwarded=cfg.signals,
-                nccl_trace_prefix=trace,
-            )
-        )
+        env = worker_env(job, cyc, local)
         place = cfg.placement.ranks[local] if cfg.placement else None
-        if place is not None:
-            env.update(place.nic_env(cfg.base_env))
         cpus, mem_node = (place.cpus, place.mem_node) if place is not None else (None, None)
         specs.append(wk.WorkerSpec(local, rank, argv, env, cpus=cpus, mem_node=mem_node))
     return specs
@@ -145,9 +116,9 @@ class CycleWorkers:
         """Spawn the node's workers; a spawn never leaves half a group or an open log behind.
         ``first``: this launcher's first workers (what a kernel without pidfds changes is
         said then, once)."""
-        python = cfg.entry.kind != "command"
-        files = {rank: RankFiles.fresh(run_dir, rank, python) for rank in cfg.topo.ranks}
-        specs = _specs(cfg, i, cycle, d, files)
+        job = cfg.job_env(str(run_dir))
+        files = {rank: _fresh_files(job, rank) for rank in cfg.topo.ranks}
+        specs = _specs(cfg, job, i, cycle, d)
         rules = streams.rules_for(cfg.settings.applog)
         app = _open_applog(cfg, cycle, events, rules)
         outs: dict[int, int | None] = {}

@@ -1,4 +1,5 @@
-"""The node's worker processes: their command, their environment, their start and stop.
+"""The node's worker processes: their command, their start and stop (their environment:
+:mod:`slurm_ft.launch.workers.env`).
 
 Each worker is the leader of its own session and process group, so a stop reaches every
 process it forked (data-loader workers, compile helpers) with one ``killpg``, and a
@@ -28,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_ft.launch.workers import survivors
-from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
@@ -70,55 +70,6 @@ def resolve_nproc(
     if n < 1:
         raise NprocError(f"--nproc-per-node: must be >= 1, got {n}")
     return n
-
-
-@dataclass(frozen=True)
-class CycleEnv:
-    """The parts of the worker environment that change from cycle to cycle."""
-
-    master_port: int | str
-    restart_count: int
-    max_restarts: int
-    run_id: str
-    cycle: int
-    cycle_info: str
-
-
-def worker_env(
-    base: Mapping[str, str],
-    topo: Topology,
-    local_rank: int,
-    cyc: CycleEnv,
-    error_file: str,
-) -> dict[str, str]:
-    """The torchrun environment (plus SLURM_FT_CYCLE*) for one worker, on top of ``base``."""
-    env = dict(base)
-    rank = topo.global_rank(local_rank)
-    env.update(
-        {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(local_rank),
-            "WORLD_SIZE": str(topo.world_size),
-            "LOCAL_WORLD_SIZE": str(topo.nproc_per_node),
-            "GROUP_RANK": str(topo.node_rank),
-            "GROUP_WORLD_SIZE": str(topo.num_nodes),
-            "ROLE_RANK": str(rank),
-            "ROLE_WORLD_SIZE": str(topo.world_size),
-            "ROLE_NAME": topo.role,
-            "MASTER_ADDR": topo.master_addr,
-            "MASTER_PORT": str(cyc.master_port),
-            "TORCHELASTIC_RESTART_COUNT": str(cyc.restart_count),
-            "TORCHELASTIC_MAX_RESTARTS": str(cyc.max_restarts),
-            "TORCHELASTIC_RUN_ID": cyc.run_id,
-            "TORCHELASTIC_USE_AGENT_STORE": "False",
-            "TORCHELASTIC_ERROR_FILE": error_file,
-            "SLURM_FT_CYCLE": str(cyc.cycle),
-            "SLURM_FT_CYCLE_INFO": cyc.cycle_info,
-        }
-    )
-    if "OMP_NUM_THREADS" not in base and topo.nproc_per_node > 1:
-        env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 @dataclass(frozen=True)
