@@ -241,10 +241,10 @@ def _collapse(
     def show(windows: list[collapse.Window]) -> None:
         for window in windows:
             if args.json:
-                for g in window.groups:
+                for g in window.groups(folder.rank_of, folder.prefix_length):
                     out.write((json.dumps({"cycle": logs.cycle, **g.to_json()}) + "\n").encode())
             else:
-                out.writelines((line + "\n").encode(errors="replace") for line in collapse.render(window))
+                out.writelines(collapse.render(window, limit=folder.max_distinct))
 
     for batch in batches:
         folder.feed(batch)

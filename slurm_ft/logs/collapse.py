@@ -14,11 +14,15 @@ the output says so; memory never grows with the file.
 
 from __future__ import annotations
 
+import bisect
+import operator
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain, compress, repeat
+from operator import itemgetter
 
 from slurm_ft import logline
 from slurm_ft.logs.ranks import format_set
@@ -99,23 +103,54 @@ _MARK_NAMES = {
 
 
 @dataclass(frozen=True)
-class Window:
-    """One window's groups, in order of first appearance; ``more`` says the count table
-    filled up and another window follows."""
+class Singles:
+    """Consecutive lines (in order of first appearance) whose text only one rank printed:
+    kept as the log's own lines with their counts, never made into :class:`Group` objects
+    (a log of mostly distinct lines costs no Python per line)."""
 
-    groups: list[Group]
+    counts: list[int]
+    lines: list[bytes]  # as in the log: rank prefix, mark, text
+
+    def render(self, count_width: int = 7) -> bytes:
+        fmt = f"%{count_width}d ".encode()
+        return b"".join(map(b"".join, zip(map(fmt.__mod__, self.counts), self.lines, repeat(b"\n"))))
+
+    def groups(self, rank_of: dict[bytes, int], prefix_length: int) -> Iterator[Group]:
+        """As groups (for JSON): one Python step per line, so only when asked."""
+        p = prefix_length
+        for count, line in zip(self.counts, self.lines, strict=True):
+            rank = rank_of.get(line[:p])
+            if rank is None:
+                yield Group(b"", line, set(), count, unranked=count)
+            else:
+                yield Group(line[p - 2 : p], line[p:], {rank}, count)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window's groups and single lines, in order of first appearance; ``more`` says
+    the count table filled up and another window follows."""
+
+    items: list[Group | Singles]
     more: bool
+
+    def groups(self, rank_of: dict[bytes, int], prefix_length: int) -> Iterator[Group]:
+        for item in self.items:
+            if isinstance(item, Singles):
+                yield from item.groups(rank_of, prefix_length)
+            else:
+                yield item
 
 
 class Collapser:
-    """Feed pieces of whole lines; take the groups with :meth:`windows`."""
+    """Feed pieces of whole lines; take the windows with :meth:`take` and :meth:`finish`."""
 
     def __init__(self, world_size: int, mode: Mode = Mode.EXACT, max_distinct: int = MAX_DISTINCT) -> None:
         width = logline.rank_width(world_size)
         self.prefix_length = width + len(logline.LINE_MARK)
         self.mode = mode
         self.max_distinct = max_distinct
-        self._rank_of = {
+        self.rank_of = {
             logline.rank_prefix(r, width, mark): r for r in range(world_size) for mark in logline.MARKS
         }
         self._counts: Counter[bytes] = Counter()
@@ -128,7 +163,7 @@ class Collapser:
             lines.pop()
             counts.update(lines)
             if len(counts) >= self.max_distinct:
-                self._ready.append(Window(self._groups(), more=True))
+                self._ready.append(Window(self._items(), more=True))
                 counts.clear()
 
     def take(self) -> list[Window]:
@@ -139,54 +174,104 @@ class Collapser:
     def finish(self) -> list[Window]:
         ready = self.take()
         if self._counts or not ready:
-            ready.append(Window(self._groups(), more=False))
+            ready.append(Window(self._items(), more=False))
             self._counts.clear()
         return ready
 
-    def _groups(self) -> list[Group]:
+    def _items(self) -> list[Group | Singles]:
+        """The window's groups. Python runs per group of lines several ranks printed
+        alike, not per distinct line: texts are sliced, counted and filtered by C-level
+        calls, and texts printed by one rank stay :class:`Singles`."""
+        keys = list(self._counts)  # in order of first appearance
+        counts = list(self._counts.values())
+        n = len(keys)
         p = self.prefix_length
-        rank_of = self._rank_of
-        groups: dict[object, Group] = {}
-        numbers = self.mode is Mode.NUMBERS
-        for line, n in self._counts.items():
-            rank = rank_of.get(line[:p])
-            if rank is None:
-                mark, text = b"", line
-            else:
-                mark, text = line[p - 2 : p], line[p:]
-            if numbers:
-                parts = NUMBER.split(text)
-                template = tuple(parts)
-                key: object = (mark, template)
-            else:
-                key = (mark, text)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = Group(mark, text)
-                if numbers:
-                    values = NUMBER.findall(text)
-                    group.template = template
-                    group.spreads = [Spread(float(v), float(v), v.decode(), v.decode()) for v in values]
-            elif numbers:
-                assert group.spreads is not None
-                for spread, v in zip(group.spreads, NUMBER.findall(text), strict=False):
-                    spread.add(float(v), v.decode())
-            if rank is None:
-                group.unranked += n
-            else:
-                group.ranks.add(rank)
-            group.count += n
-        return list(groups.values())
+        texts = list(map(itemgetter(slice(p - 2, None)), keys))  # the mark and the text
+        ranks = list(map(self.rank_of.get, map(itemgetter(slice(0, p)), keys)))
+        for i in compress(range(n), map(operator.is_, ranks, repeat(None))):
+            texts[i] = b"\0" + keys[i]  # not in the rank format: grouped as a whole line
+        first: dict[bytes, int] = {}
+        deque(map(first.setdefault, texts, range(n)), maxlen=0)  # text -> first key, in order
+        per_text = Counter(texts)  # how many keys (ranks) printed each text
+        if self.mode is Mode.NUMBERS:  # every text goes through the number folding
+            group_texts = list(first)
+            shared = list(range(n))
+        else:
+            group_texts = list(compress(first, map(operator.lt, repeat(1), map(per_text.__getitem__, first))))
+            shared = list(compress(range(n), map(operator.lt, repeat(1), map(per_text.__getitem__, texts))))
+        group_of = dict(zip(group_texts, range(len(group_texts)), strict=True))
+        rank_sets: list[set[int | None]] = [set() for _ in group_texts]
+        shared_texts = list(map(texts.__getitem__, shared))
+        deque(
+            map(
+                set.add,
+                map(rank_sets.__getitem__, map(group_of.__getitem__, shared_texts)),
+                map(ranks.__getitem__, shared),
+            ),
+            maxlen=0,
+        )
+        lines_per_text = Counter(
+            chain.from_iterable(map(repeat, shared_texts, map(counts.__getitem__, shared)))
+        )
+        found: list[tuple[int, Group]] = []
+        for k, text in enumerate(group_texts):
+            group = Group(b"", text[1:]) if text.startswith(b"\0") else Group(text[:2], text[2:])
+            group.count = lines_per_text[text]
+            got = rank_sets[k]
+            if None in got:
+                group.unranked = group.count
+            group.ranks = {r for r in got if r is not None}
+            found.append((first[text], group))
+        if self.mode is Mode.NUMBERS:
+            return list(_by_numbers([g for _, g in found]))
+        single_idx = list(compress(range(n), map(operator.eq, repeat(1), map(per_text.__getitem__, texts))))
+        items: list[Group | Singles] = []
+        taken = 0
+        bounds: list[tuple[int, Group | None]] = [*found, (n, None)]
+        for first_key, next_group in bounds:
+            upto = bisect.bisect_left(single_idx, first_key, taken)
+            if upto > taken:
+                run = single_idx[taken:upto]
+                items.append(Singles(list(map(counts.__getitem__, run)), list(map(keys.__getitem__, run))))
+                taken = upto
+            if next_group is not None:
+                items.append(next_group)
+        return items
 
 
-def render(window: Window, count_width: int = 7) -> Iterator[str]:
-    """``   2046 0-511,513-1023: text`` per group (``uniq -c`` style)."""
-    for g in window.groups:
-        ranks = g.rank_set or "?"
-        mark = (g.mark or logline.LINE_MARK).decode()
-        yield f"{g.count:>{count_width}} {ranks}{mark}{g.shown_text}"
+def _by_numbers(groups: list[Group]) -> list[Group]:
+    """Groups whose texts differ only in numbers become one, with each number's spread."""
+    merged: dict[tuple[bytes, tuple[bytes, ...]], Group] = {}
+    for g in groups:
+        template = tuple(NUMBER.split(g.text))
+        values = NUMBER.findall(g.text)
+        key = (g.mark, template)
+        into = merged.get(key)
+        if into is None:
+            into = merged[key] = Group(g.mark, g.text, set(g.ranks), 0, template)
+            into.spreads = [Spread(float(v), float(v), v.decode(), v.decode()) for v in values]
+        else:
+            into.ranks |= g.ranks
+            assert into.spreads is not None
+            for spread, v in zip(into.spreads, values, strict=False):
+                spread.add(float(v), v.decode())
+        into.count += g.count
+        into.unranked += g.unranked
+    return list(merged.values())
+
+
+def render(window: Window, count_width: int = 7, limit: int = MAX_DISTINCT) -> Iterator[bytes]:
+    """``   2046 0-511,513-1023: text`` per group (``uniq -c`` style); a line one rank
+    printed is shown as written, after its count."""
+    for item in window.items:
+        if isinstance(item, Singles):
+            yield item.render(count_width)
+            continue
+        ranks = item.rank_set or "?"
+        mark = (item.mark or logline.LINE_MARK).decode()
+        yield f"{item.count:>{count_width}} {ranks}{mark}{item.shown_text}\n".encode(errors="replace")
     if window.more:
         yield (
-            f"-- more than {MAX_DISTINCT} distinct lines: the lines above are collapsed among "
-            "themselves, the collapse starts afresh below --"
-        )
+            f"-- more than {limit} distinct lines: the lines above are collapsed among "
+            "themselves, the collapse starts afresh below --\n"
+        ).encode()

@@ -1,0 +1,99 @@
+"""--collapse: lines ranks printed alike fold into one with their rank set and count;
+=numbers folds lines that differ only in numbers and shows each number's spread."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from slurm_ft import logline
+from slurm_ft.logs import collapse
+
+WORLD = 1024
+WIDTH = logline.rank_width(WORLD)
+
+
+def line(rank: int, text: str, mark: bytes = logline.LINE_MARK) -> bytes:
+    return logline.rank_prefix(rank, WIDTH, mark) + text.encode()
+
+
+def folded(lines: list[bytes], mode: collapse.Mode = collapse.Mode.EXACT, **kw: int) -> list[str]:
+    c = collapse.Collapser(WORLD, mode, **kw)
+    c.feed([b"".join(x + b"\n" for x in lines)])
+    return b"".join(b for w in c.finish() for b in collapse.render(w)).decode().splitlines()
+
+
+def test_a_warning_every_rank_printed_becomes_one_line_with_the_rank_set():
+    lines = [line(r, "UserWarning: x") for r in range(WORLD) if r != 512]
+    lines += [line(r, "UserWarning: x") for r in range(4)]  # printed twice by 0-3
+    assert folded(lines) == ["   1027 0-511,513-1023: UserWarning: x"]
+
+
+def test_groups_come_in_the_order_of_their_first_line_and_singles_stay_as_written():
+    lines = [
+        line(5, "only five"),
+        line(1, "alike"),
+        line(7, "only seven"),
+        line(2, "alike"),
+        line(7, "only seven"),
+        line(3, "last"),
+    ]
+    assert folded(lines) == [
+        f"      1 {' ' * (WIDTH - 1)}5: only five",
+        "      2 1-2: alike",
+        f"      2 {' ' * (WIDTH - 1)}7: only seven",
+        f"      1 {' ' * (WIDTH - 1)}3: last",
+    ]
+
+
+def test_notes_and_continuations_do_not_fold_with_lines():
+    lines = [line(0, "x"), line(1, "x", logline.NOTE_MARK), line(2, "x", logline.NOTE_MARK)]
+    assert folded(lines) == [f"      1 {' ' * (WIDTH - 1)}0: x", "      2 1-2! x"]
+
+
+def test_numbers_mode_shows_the_spread_of_each_number():
+    lines = [
+        line(r, f"step {s} loss {1.5 + r / 100:.2f} time {200 + s}ms") for s in (10, 11) for r in range(4)
+    ]
+    lines.append(line(9, "other"))
+    assert folded(lines, collapse.Mode.NUMBERS) == [
+        "      8 0-3: step [10..11] loss [1.50..1.53] time [210..211]ms",
+        "      1 9: other",
+    ]
+
+
+def test_numbers_mode_keeps_a_number_that_does_not_vary_as_it_is():
+    lines = [line(r, f"epoch 3 step {r}") for r in range(3)]
+    assert folded(lines, collapse.Mode.NUMBERS) == ["      3 0-2: epoch 3 step [0..2]"]
+
+
+def test_lines_without_a_rank_prefix_are_kept():
+    lines = [b"garbage line", b"garbage line", line(1, "ok")]
+    out = folded(lines)
+    assert "      2 garbage line" in out and any(o.endswith("1: ok") for o in out)
+
+
+def test_counts_and_rank_sets_agree_with_a_plain_count():
+    rnd = random.Random(4)
+    texts = [f"text {k}" for k in range(30)]
+    lines = [line(rnd.randrange(WORLD), rnd.choice(texts)) for _ in range(5000)]
+    c = collapse.Collapser(WORLD)
+    c.feed([b"".join(x + b"\n" for x in lines[:2500]), b"".join(x + b"\n" for x in lines[2500:])])
+    groups = {g.text.decode(): g for w in c.finish() for g in w.groups(c.rank_of, c.prefix_length)}
+    expected = Counter(logline.split_line(x)[2].decode() for x in lines)
+    assert {t: g.count for t, g in groups.items()} == dict(expected)
+    for text, g in groups.items():
+        assert g.ranks == {logline.split_line(x)[0] for x in lines if x.endswith(text.encode())}
+
+
+def test_a_log_of_more_distinct_lines_than_the_table_holds_is_collapsed_window_by_window():
+    lines = [line(r % 8, f"unique {r}") for r in range(50)] + [line(r, "same") for r in range(8)]
+    c = collapse.Collapser(WORLD, max_distinct=20)
+    for k in range(0, len(lines), 5):
+        c.feed([b"".join(x + b"\n" for x in lines[k : k + 5])])
+    windows = c.take() + c.finish()
+    assert len(windows) >= 3 and all(w.more for w in windows[:-1]) and not windows[-1].more
+    total = sum(g.count for w in windows for g in w.groups(c.rank_of, c.prefix_length))
+    assert total == len(lines)
+    text = b"".join(b for w in windows for b in collapse.render(w, limit=20)).decode()
+    assert "-- more than 20 distinct lines" in text
