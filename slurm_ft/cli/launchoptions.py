@@ -54,8 +54,16 @@ class OptionGroup:
     exclusive: bool = False  # at most one of the options
 
 
-def _opt(*flags: str, dest: str, **kw: object) -> Option:
-    return Option(tuple(flags), dest, **kw)  # type: ignore[arg-type]
+def _opt(
+    *flags: str,
+    dest: str,
+    help: str | None = None,
+    metavar: str | None = None,
+    setting: str | None = None,
+    takes: Takes = Takes.VALUE,
+    choices: tuple[str, ...] | None = None,
+) -> Option:
+    return Option(flags, dest, help, metavar, setting, takes, choices)
 
 
 LAUNCHER = OptionGroup(
@@ -509,20 +517,18 @@ GROUPS: tuple[OptionGroup, ...] = (
 SETTING_OF: dict[str, str] = {o.dest: o.setting for g in GROUPS for o in g.options if o.setting}
 
 
-def _add(target: argparse.ArgumentParser | argparse._ActionsContainer, option: Option) -> None:
-    kw: dict[str, object] = {"dest": option.dest, "help": option.help}
+AddArgument = Callable[..., argparse.Action]  # a parser's or a group's add_argument
+
+
+def _add(add: AddArgument, option: Option) -> None:
     if option.takes is Takes.FLAG:
-        kw["action"] = "store_true"
+        add(*option.flags, dest=option.dest, help=option.help, action="store_true")
     elif option.takes is Takes.SWITCH:
-        kw.update(action="store_const", const=True)
+        add(*option.flags, dest=option.dest, help=option.help, action="store_const", const=True)
+    elif option.takes is Takes.OPTIONAL:
+        add(*option.flags, dest=option.dest, help=option.help, metavar=option.metavar, nargs="?", const="")
     else:
-        if option.takes is Takes.OPTIONAL:
-            kw.update(nargs="?", const="")
-        if option.metavar is not None:
-            kw["metavar"] = option.metavar
-        if option.choices is not None:
-            kw["choices"] = option.choices
-    target.add_argument(*option.flags, **kw)  # type: ignore[arg-type]
+        add(*option.flags, dest=option.dest, help=option.help, metavar=option.metavar, choices=option.choices)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -542,13 +548,13 @@ def build_parser() -> argparse.ArgumentParser:
             for refused in REFUSED:
                 action = "store_true" if refused.switch else "store"
                 p.add_argument(*refused.flags, dest=refused.dest, action=action, help=argparse.SUPPRESS)
-        target: argparse._ActionsContainer = p
+        add: AddArgument = p.add_argument
         if group.section:
-            target = p.add_argument_group(group.title)
+            add = p.add_argument_group(group.title).add_argument
         elif group.exclusive:
-            target = p.add_mutually_exclusive_group()
+            add = p.add_mutually_exclusive_group().add_argument
         for option in group.options:
-            _add(target, option)
+            _add(add, option)
     p.add_argument("target", metavar="SCRIPT", help="training script (or module, or command)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return p

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_ft import privatefiles
@@ -81,6 +82,6 @@ def resolve(env_value: str | None, state: StateDir) -> StoreAuth:
     return StoreAuth(key, f"job secret from {state.path / SECRET_FILE}")
 
 
-def without_secret(env: dict[str, str]) -> dict[str, str]:
+def without_secret(env: Mapping[str, str]) -> dict[str, str]:
     """The environment workers get: everything but the secret."""
     return {k: v for k, v in env.items() if k != SECRET_ENV}
