@@ -127,6 +127,9 @@ def format_line(status: Status, name: str, detail: str) -> str:
 
 
 def summary_line(report: Report) -> str:
+    if report.healthy and not report.checked:
+        skipped = report.count(Status.SKIP)
+        return f"node {report.node_name}: nothing checked ({skipped} skipped), so not known to be healthy"
     if report.healthy:
         return f"node {report.node_name}: healthy"
     return f"node {report.node_name}: unhealthy, {report.count(Status.FAIL)} failed"

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import config, progress
-from slurm_ft.cli.usage import UsageError, UsageParser, run_command
+from slurm_ft.cli.usage import UsageError, UsageParser, run_command, table_width
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.settingsyntax import SourceError
 
@@ -244,7 +244,9 @@ def _summary(
                 "attempt": entry.attempt,
                 "iteration_start": entry.iteration_start,
                 "iteration_end": entry.iteration_end,
-                "progress": entry.progress,
+                # A cycle not judged (no source yet) made no known progress, not 0: the
+                # report says unknown too.
+                "progress": entry.progress if entry.progressed is not None else None,
                 "progressed": entry.progressed,
                 "outcome": entry.outcome,
                 "open": entry.is_open,
@@ -308,9 +310,7 @@ def _print_table(summary: dict[str, Any], line: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    # Off a terminal (a batch script's output file) rich would squeeze the table into 80
-    # columns and cut the outcomes short; the log has room.
-    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+    console = Console(highlight=False, soft_wrap=True, width=table_width(sys.stdout.isatty()))
     policy = summary["policy"]
     table = Table(title=f"slurm-ft progress: {summary['state_dir']}")
     for name, justify in (

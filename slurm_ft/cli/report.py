@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from slurm_ft import config, statedir
-from slurm_ft.cli.usage import UsageError, UsageParser, run_command
+from slurm_ft.cli.usage import UsageError, UsageParser, run_command, table_width
 from slurm_ft.exitcodes import ExitCode
 
 PROG = "slurm-ft-report"
@@ -117,11 +117,11 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
 
         print("\n".join(story.lines(files, report)))
     elif args.json:
-        print(json.dumps(jsonout.to_json(report), indent=2, sort_keys=True))
+        print(json.dumps(jsonout.round_durations(jsonout.to_json(report)), indent=2, sort_keys=True))
     else:
         from slurm_ft.report import text
 
-        text.render(report, sys.stdout, width=None if sys.stdout.isatty() else 120)
+        text.render(report, sys.stdout, width=table_width(sys.stdout.isatty()))
     return int(ExitCode.SUCCESS)
 
 

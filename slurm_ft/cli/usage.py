@@ -52,6 +52,19 @@ def terminal_columns() -> int:
         return 80
 
 
+def table_width(stdout_is_tty: bool) -> int | None:
+    """Width for a command's tables: ``$COLUMNS`` when set (also when piped: a user who
+    sets it means it); on a terminal None (rich asks it); else 120, since off a terminal
+    rich would squeeze a table into 80 columns and cut its cells short."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    return None if stdout_is_tty else 120
+
+
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """The common ending of a reporting command: bad input is one line and exit 2; a
     reader that went away (``| head``) is not an error; ^C is 130, not a traceback."""

@@ -56,6 +56,11 @@ class Report:
         return all(r.status is not Status.FAIL for r in self.results)
 
     @property
+    def checked(self) -> bool:
+        """Whether any check ran: a node whose checks were all skipped is not known healthy."""
+        return any(r.status is not Status.SKIP for r in self.results)
+
+    @property
     def first_failure(self) -> Result | None:
         return next((r for r in self.results if r.status is Status.FAIL), None)
 
@@ -71,6 +76,7 @@ class Report:
         return {
             "node": self.node_name,
             "healthy": self.healthy,
+            "checked": self.checked,
             "duration_s": round(self.duration_s, 6),
             "first_failure": None if first is None else f"{first.name}: {first.detail}",
             "counts": {s.value: self.count(s) for s in Status},

@@ -151,3 +151,20 @@ def to_json(report: Report) -> dict[str, Any]:
         "notes": list(report.notes),
         "faults": [_fault(f) for f in report.faults],
     }
+
+
+DURATION_DIGITS = 3  # milliseconds: the records' clocks say no more than that
+
+
+def round_durations(doc: Any) -> Any:
+    """Every duration (a key ending in ``_s``) rounded to the millisecond: float arithmetic
+    on Unix times leaves 12.300000000000182, which says nothing and reads badly. Times
+    themselves are left as recorded."""
+    if isinstance(doc, dict):
+        return {
+            k: round(v, DURATION_DIGITS) if k.endswith("_s") and isinstance(v, float) else round_durations(v)
+            for k, v in doc.items()
+        }
+    if isinstance(doc, list):
+        return [round_durations(v) for v in doc]
+    return doc

@@ -32,3 +32,16 @@ def test_compat_rows_point_migrants_at_what_exists() -> None:
     assert "| alias | `--segment`" in segment and "not supported" not in segment
     strict = next(ln for ln in rows if ln.startswith("| ft_launcher | `--ft-numa-bind-strict` |"))
     assert "`--numa-binding node`" in strict and "no NUMA binding" not in strict
+
+
+def test_the_ledger_outcomes_the_readme_shows_are_ones_the_launcher_writes() -> None:
+    from slurm_ft.progress.ledger import INTERRUPTED
+    from slurm_ft.records import CycleOutcome
+
+    written = {o.value for o in CycleOutcome} | {INTERRUPTED}
+    text = README.read_text()
+    shown = {
+        m for ln in text.splitlines() if '"cycle"' in ln for m in re.findall(r'"outcome": "([\w-]+)"', ln)
+    }
+    shown |= set(re.findall(r"^│(?:[^│]*│){5} ([\w-]+) +│", text, re.M))
+    assert shown and shown <= written, shown - written
