@@ -11,6 +11,7 @@ are. Built here as data; the front end prints it as text, a table or JSON.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from slurm_ft.logs.source import CycleLogs
 from slurm_ft.records import CycleOutcome, Failure, FailureKind
 
 TRACEBACK_START = b"Traceback (most recent call last):"
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 MAX_STACK_GROUPS = 8
 
 
@@ -101,16 +103,18 @@ def rank_lines(logs: CycleLogs, rank: int, keep: int, node: str | None) -> tuple
 
 
 def _stack_groups(logs: CycleLogs, ranks: list[int]) -> tuple[list[StackGroup], list[int]]:
-    by_text: dict[str, list[int]] = {}
+    """Ranks whose stacks differ only in thread addresses (each process has its own) are
+    one group, shown with the stack of its first rank."""
+    by_shape: dict[str, tuple[str, list[int]]] = {}
     missing = []
     for r in ranks:
         try:
-            text = logs.state.stacks_file(logs.cycle, r).read_text(errors="replace")
+            text = logs.state.stacks_file(logs.cycle, r).read_text(errors="replace").strip()
         except OSError:
             missing.append(r)
             continue
-        by_text.setdefault(text.strip(), []).append(r)
-    groups = [StackGroup(tuple(rs), text) for text, rs in by_text.items()]
+        by_shape.setdefault(_ADDRESS.sub("0x...", text), (text, []))[1].append(r)
+    groups = [StackGroup(tuple(rs), text) for text, rs in by_shape.values()]
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return groups, missing
 
