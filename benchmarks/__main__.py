@@ -32,6 +32,7 @@ FIGURES: dict[str, tuple[int, str]] = {
     "cpu": (6, "benchmarks.launcher_cpu"),
     "hang": (7, "benchmarks.hang_detection"),
     "spares": (8, "benchmarks.replacement_latency"),
+    "logs": (9, "benchmarks.logs_throughput"),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
