@@ -57,6 +57,9 @@ class LaunchSettings:
     kill_timeout: float = 30.0  # after SIGKILL: a worker still there is stuck in the kernel
     failure_stop_grace: float = 0.2
     term_timeout: float = 25.0
+    # A write to a cycle log, the launcher log or the state dir off local disks that has
+    # not finished after this long: its file system stopped answering (README).
+    write_timeout: float = 10.0
     join_timeout: float = 300.0
     rdzv_port: int | None = None
     rdzv_port_range: str = "20000-29999"
@@ -278,6 +281,7 @@ def validate(settings: Settings) -> None:
         "workers_stop_timeout",
         "kill_timeout",
         "term_timeout",
+        "write_timeout",
         "join_timeout",
         "heartbeat_interval",
         "heartbeat_timeout",

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -326,13 +326,16 @@ def written_by(path: Path, run_uuid: str) -> bool:
     return doc is not None and doc.get("run_uuid") == run_uuid
 
 
-def read_error_file(path: Path) -> tuple[str | None, str | None]:
-    """(message, traceback) from a torchelastic error file, or (None, None).
+def read_error_file(
+    path: Path, reader: Callable[[Path], JsonDict | None] | None = None
+) -> tuple[str | None, str | None]:
+    """(message, traceback) from a torchelastic error file, or (None, None). ``reader``:
+    how the file is read (the launcher's is bounded in time, ``launch.stateio``).
 
     ``@record`` writes ``{"message": {"message": ..., "extraInfo": {"py_callstack": ...}}}``;
     older versions and hand-written files put a plain string in ``message``.
     """
-    doc = read_json(path)
+    doc = (reader or read_json)(path)
     if doc is None:
         return None, None
     msg = doc.get("message")

@@ -214,7 +214,7 @@ class Scribe:
         within ``timeout`` (or at once when the child already stopped answering)."""
         ident = next(self._ids)
         encoded = os.fsencode(path)
-        if op == wire.OP_ATOMIC:
+        if op in (wire.OP_ATOMIC, wire.OP_ADDLINE):
             arg |= len(encoded)
         if not self.send(op, ident, arg, (encoded, data), len(encoded) + len(data)):
             raise Stalled(path)

@@ -39,6 +39,7 @@ OP_LIST = 6  # id; payload: directory. Answered with the names, one per line.
 OP_MKDIRS = 7  # id; payload: path. Answered.
 OP_UNLINK = 8  # id; payload: path. Answered (a missing file is fine).
 OP_PING = 9  # id. Answered: everything sent before it is done.
+OP_ADDLINE = 10  # id; argument: len(path); payload: path + one whole line, appended. Answered.
 
 RAW = 1 << 63
 MAX_PARTS = 512  # per writev (Linux takes 1024)
@@ -182,6 +183,10 @@ class Child:
             self.answer(ident, lambda: os.makedirs(path, exist_ok=True))
         elif op == OP_UNLINK:
             self.answer(ident, lambda: unlink(bytes(body).decode(errors="surrogateescape")))
+        elif op == OP_ADDLINE:
+            n = arg & PATH_MASK
+            path = bytes(body[:n]).decode(errors="surrogateescape")
+            self.answer(ident, lambda: add_line(path, bytes(body[n:])))
         elif op == OP_PING:
             self.reply(REPLY_OK, ident)
 
@@ -252,6 +257,15 @@ class Child:
         if slot in self.failed:
             self.failed.discard(slot)
             self.event(slot, f"writable again: {self.paths.get(slot)}")
+
+
+def add_line(path: str, line: bytes) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def unlink(path: str) -> None:

@@ -75,11 +75,32 @@ def probe_mount(path: str) -> tuple[bool, str]:
     return True, "responding"
 
 
+def probe_near(path: str) -> tuple[bool, str]:
+    """A directory the launcher will write into, which need not exist yet: its nearest
+    existing ancestor must be listable (a dead mount on the way does not answer)."""
+    here = path
+    while True:
+        try:
+            os.stat(here)
+            break
+        except FileNotFoundError:
+            parent = os.path.dirname(here)
+            if parent == here:
+                return False, "no part of it exists"
+            here = parent
+        except OSError as exc:
+            return False, f"cannot stat {here}: {_why(exc)}"
+    ok, detail = probe_read(here)
+    return ok, detail if here == path else f"{detail} ({here}; the rest is made when written)"
+
+
 def probe(op: str, path: str) -> tuple[bool, str]:
     """One probe, as the child runs it; ``storage`` also calls it in-process for paths on
     local file systems."""
     if op == "mount":
         ok, detail = probe_mount(path)
+    elif op == "near":
+        ok, detail = probe_near(path)
     else:
         ok, detail = probe_read(path)
         if ok and op == "read+write":
@@ -89,8 +110,8 @@ def probe(op: str, path: str) -> tuple[bool, str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("read", "read+write", "mount"):
-        print("FAIL probe usage: probe.py read|read+write|mount PATH")
+    if len(argv) != 3 or argv[1] not in ("read", "read+write", "mount", "near"):
+        print("FAIL probe usage: probe.py read|read+write|mount|near PATH")
         return 2
     ok, detail = probe(argv[1], argv[2])
     print(("OK " if ok else "FAIL ") + detail, flush=True)

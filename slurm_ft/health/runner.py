@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from slurm_ft.config import YAML_ROOT, ConfigError, HealthSettings
@@ -85,12 +85,15 @@ def run_checks(
     nvml_opener: gpu.Opener | None = None,
     own_pids: Collection[int] | None = None,
     started_at: float | None = None,
+    near_paths: Sequence[str] = (),
 ) -> Report:
     """Run ``settings.checks``; returns by ``settings.deadline`` (plus a few ms).
 
     A failing or crashing check becomes a FAIL result, never an exception. Invalid
     settings raise ConfigError (call ``validate`` first to report them early).
     ``started_at`` (time.monotonic) lets a command count the deadline from its own start.
+    ``near_paths``: directories the launcher writes into, probed by the storage family
+    (bounded like ``settings.paths``) even when they do not exist yet.
     """
     validate(settings)
     start = time.monotonic() if started_at is None else started_at
@@ -108,6 +111,7 @@ def run_checks(
             proc_root=settings.proc_root,
             stop_at=deadline_at - _STORAGE_MARGIN_S,
             budget_s=settings.deadline,
+            near_paths=near_paths,
         ),
         "gpu": lambda: _gpu_check(expected, settings.gpu_foreign_memory_tolerance_mib, ours, nvml_opener),
     }

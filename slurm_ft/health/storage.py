@@ -275,15 +275,23 @@ def check(
     proc_root: str,
     stop_at: float,
     budget_s: float,
+    near_paths: Sequence[str] = (),
 ) -> list[Result]:
     """Start every child probe at once, probe local paths in-process meanwhile, then
-    collect each child before ``stop_at`` (monotonic)."""
+    collect each child before ``stop_at`` (monotonic). ``near_paths``: directories the
+    launcher will write into (state dir, log directories), which need not exist yet."""
     op = "read+write" if write_probe else "read"
     mounts = read_mounts(proc_root)
-    targets = [local_target(path, mounts) for path in paths]
+    near = [p for p in dict.fromkeys(near_paths) if p not in paths]
+    paths = [*paths, *near]
+    ops = [op] * (len(paths) - len(near)) + ["near"] * len(near)
+    targets = [
+        local_target(path, mounts) if o != "near" else (path if on_local_disk(path, mounts) else None)
+        for path, o in zip(paths, ops, strict=True)
+    ]
     children: list[_Running | None] = [
-        _spawn(f"storage:{path}", op, path, {"path": path, "op": op}) if target is None else None
-        for path, target in zip(paths, targets, strict=True)
+        _spawn(f"storage:{path}", o, path, {"path": path, "op": o}) if target is None else None
+        for path, target, o in zip(paths, targets, ops, strict=True)
     ]
     mount_runs: list[_Running] = []
     if discover_mounts:
@@ -292,8 +300,8 @@ def check(
             mount_runs.append(_spawn(f"mount:{m.mountpoint}", "mount", m.mountpoint, data))
     # While the children start: the local paths, in-process.
     here = [
-        probe_here(f"storage:{path}", op, target, {"path": path, "op": op}) if target is not None else None
-        for path, target in zip(paths, targets, strict=True)
+        probe_here(f"storage:{path}", o, target, {"path": path, "op": o}) if target is not None else None
+        for path, target, o in zip(paths, targets, ops, strict=True)
     ]
     results: list[Result] = []
     health = lustre_health(sysfs_root, proc_root)

@@ -43,6 +43,7 @@ from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Key
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
@@ -112,6 +113,9 @@ class Agent:
             applog_prefix=cfg.settings.applog.prefix,
             applog_per_node=cfg.settings.applog.per_node,
         )
+        self.books.io = StateIO(
+            cfg.state.path, cfg.job.node_name, timeout=self.launch.write_timeout, on_event=events.event
+        )
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None
@@ -153,7 +157,7 @@ class Agent:
             cycle = self.run.first_cycle + i
             self.index = i
             self._enter(Phase.HEALTH)
-            self.unhealthy = self.stuck or member.check_health(i)
+            self.unhealthy = self.stuck or member.check_health(i) or self.books.io.problem()
             self._enter(Phase.JOIN)
             member.join(i, self.unhealthy, stuck=self.stuck)
             self._enter(Phase.DECIDE)
@@ -248,7 +252,9 @@ class Agent:
         )
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
-        self.workers = CycleWorkers.start(cfg, i, cycle, decision, self.ev, self._run_dir, first=first)
+        self.workers = CycleWorkers.start(
+            cfg, i, cycle, decision, self.ev, self._run_dir, first=first, io=self.books.io
+        )
         self.books.node_processes(
             self.run, cycle, [(w.rank, w.local_rank, w.pid) for w in self.workers.group.workers]
         )
@@ -338,12 +344,15 @@ class Agent:
             self.workers.kill_now()
         if way_out.message:
             self.ev.event(way_out.message)
+        budget = self._state_dir_budget()
+        self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):
             self.books.flush()
         if self.coordinator is not None:
             self.run = self.coordinator.retired(self.run)
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
+        way_out = self._records_written(way_out, budget)
         if self.prom is not None:
             self.export_metrics()
             self.prom.flush()
@@ -355,6 +364,30 @@ class Agent:
             with contextlib.suppress(StoreLost):
                 self.client.ack()
         return way_out.ending
+
+    def _state_dir_budget(self) -> float:
+        """How long the way out may wait for the state dir: the write timeout, and after a
+        signal no longer than what is left of ``--term-timeout`` since it arrived."""
+        budget = self.launch.write_timeout
+        arrived = getattr(self.sig, "received_at", None)
+        if self.sig.received is not None and arrived is not None:
+            budget = min(budget, arrived + self.launch.term_timeout - time.monotonic())
+        return max(0.0, budget)
+
+    def _records_written(self, way_out: Exit, budget: float) -> Exit:
+        """The records kept while the state dir did not answer are written now, waiting at
+        most ``budget``; else the ending says so (README: a file system that stops
+        answering): 94 naming this node and the path, unless training finished (0) or a
+        signal ends the attempt (128+N), which keep their code."""
+        io = self.books.io
+        if io.settle(budget):
+            return way_out
+        problem = io.problem() or (
+            f"state dir {io.root} on {self.cfg.job.node_name} did not take the records within {budget:.0f} s"
+        )
+        ending = policy.state_dir_stalled(way_out.ending, problem, self.cfg.job.node_name)
+        self.ev.event(f"records not written: {problem}; exiting {ending.exit_code}")
+        return dataclasses.replace(way_out, ending=ending)
 
     def export_metrics(self) -> None:
         """The Prometheus file, when asked for (the writer writes only on change, at most
@@ -377,6 +410,7 @@ class Agent:
         """Runs on every way out: no worker group, no orphan, survives the launcher."""
         if self.workers is not None:
             self.workers.kill_now()
+        self.books.io.close(1.0)
         if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()

@@ -17,15 +17,19 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from slurm_ft import atomicfile, procident, records
+from slurm_ft import procident, records
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
+from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
+
+Record = records.CycleRecord | records.OutcomeRecord | records.NodeProcesses
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,12 @@ class Bookkeeper:
         self.is_node0 = job.node_rank == 0
         self.private_records: bool | None = None  # peers: the state dir is not shared with node 0
         self.deferred: list[Callable[[], None]] = []
+        # Every state-dir file operation (bounded off local disks; the agent sets its
+        # timeout and where it reports a stall).
+        self.io = StateIO(state.path, job.node_name)
+
+    def _write(self, path: Path, record: Record) -> None:
+        self.io.write_json(path, record.to_json())
 
     # ------------------------------------------------------------------ deferred writes
 
@@ -143,13 +153,13 @@ class Bookkeeper:
         attempt's outcome is also kept under ``outcomes/`` (the templates remove
         ``outcome.json`` before the next attempt; ``slurm-ft-report`` reads them all)."""
         if not self.is_node0 and (
-            records.written_by(self.state.outcome, run.run_uuid) or self.private_records is False
+            self.io.written_by(self.state.outcome, run.run_uuid) or self.private_records is False
         ):
             return
         rec = self.outcome(run, ending)
         with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
-            records.write(self.state.outcome, rec)
-            records.write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+            self._write(self.state.outcome, rec)
+            self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
 
     # ------------------------------------------------------------------ cycle records
 
@@ -159,10 +169,10 @@ class Bookkeeper:
         path = self.state.cycle_record(cycle)
         if not self.is_node0:
             if self.private_records is None:
-                self.private_records = not records.written_by(path, run.run_uuid)
+                self.private_records = not self.io.written_by(path, run.run_uuid)
             if not self.private_records:
                 return
-        records.write(path, self.cycle_record(run, i, cycle, d))
+        self._write(path, self.cycle_record(run, i, cycle, d))
 
     def close_cycle(
         self, run: RunSummary, i: int, cycle: int, d: Decision, result: CycleResult, *, later: bool
@@ -171,21 +181,21 @@ class Bookkeeper:
         rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
         path = self.state.cycle_record(cycle)
         if later:
-            self.defer(lambda: records.write(path, rec))
+            self.defer(lambda: self._write(path, rec))
         else:
-            records.write(path, rec)
+            self._write(path, rec)
 
     def peer_close(self, cycle: int, result_of: Callable[[], CycleResult | None]) -> None:
         """``result_of`` asks the store for node 0's result; only called when needed."""
         if not self.private_records:
             return
         result = result_of()
-        doc = records.read_json(self.state.cycle_record(cycle))
+        doc = self.io.read_json(self.state.cycle_record(cycle))
         if result is None or doc is None:
             return
         rec = records.CycleRecord.from_json(doc)
         rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
-        records.write(self.state.cycle_record(cycle), rec)
+        self._write(self.state.cycle_record(cycle), rec)
 
     # ------------------------------------------------------------------ processes
 
@@ -208,12 +218,12 @@ class Bookkeeper:
             ],
         )
         with contextlib.suppress(OSError):
-            records.write(self.state.node_processes(cycle, self.job.node_name), rec)
+            self._write(self.state.node_processes(cycle, self.job.node_name), rec)
 
     # ------------------------------------------------------------------ unhealthy nodes
 
     def own_unhealthy(self, detail: str, report: JsonDict) -> None:
-        atomicfile.write_json(
+        self.io.write_json(
             self.state.unhealthy_record(self.job.node_name),
             {"node": self.job.node_name, "reason": detail, "time": self.clock(), "report": report},
         )
@@ -222,7 +232,7 @@ class Bookkeeper:
         """Node 0 records the nodes that reported themselves unhealthy, on their behalf."""
         for node, detail in pairs:
             if node != self.job.node_name:
-                atomicfile.write_json(
+                self.io.write_json(
                     self.state.unhealthy_record(node),
                     {"node": node, "reason": detail, "time": now, "reported_by": self.job.node_name},
                 )

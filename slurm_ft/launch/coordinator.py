@@ -90,7 +90,7 @@ class Coordinator:
         self.jury: JobJudge | None = None  # once the background threads run
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
-                cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event
+                cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event, files=books.io
             )
         except LedgerError as exc:
             raise BadInput(str(exc)) from None
@@ -286,7 +286,7 @@ class Coordinator:
         if self.jury is not None:
             self.jury.new_cycle()
         self.books.open_cycle(run, i, cycle, decision)
-        self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1))
+        self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1, self.books.io))
         self.client.publish_decision(i, decision)
 
     # ------------------------------------------------------------------ watch

@@ -8,9 +8,13 @@ when it is missing or damaged.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 from slurm_ft import atomicfile
 from slurm_ft.statedir import StateDir
+
+if TYPE_CHECKING:
+    from slurm_ft.launch.stateio import StateIO
 
 
 def read_next_cycle(state: StateDir) -> int:
@@ -23,5 +27,10 @@ def read_next_cycle(state: StateDir) -> int:
     return max(counter if counter is not None and counter >= 0 else 0, highest + 1)
 
 
-def write_next_cycle(state: StateDir, value: int) -> None:
-    atomicfile.write_bytes(state.cycle_counter, f"{value}\n".encode())
+def write_next_cycle(state: StateDir, value: int, io: StateIO | None = None) -> None:
+    """``io``: the launcher's bounded state-dir access (kept in memory on a stall)."""
+    data = f"{value}\n".encode()
+    if io is not None:
+        io.write_bytes(state.cycle_counter, data)
+    else:
+        atomicfile.write_bytes(state.cycle_counter, data)

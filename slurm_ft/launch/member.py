@@ -96,6 +96,7 @@ class Member:
             expected_gpus=self.cfg.settings.health.gpus or self.cfg.job.gpus_on_node,
             baseline=self._baseline,
             own_pids=[os.getpid()],
+            near_paths=written_dirs(self.cfg),
         )
         first = report.first_failure
         if report.healthy or first is None:
@@ -332,3 +333,18 @@ class Member:
         return workers.stop(
             termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
         )
+
+
+def written_dirs(cfg: AgentConfig) -> list[str]:
+    """The directories this launcher writes into (state dir, cycle logs, per-rank files,
+    launcher log): the health check probes them, bounded, so a mount that is already
+    dead stops the node before its workers start (README: a file system that stops
+    answering)."""
+    applog = cfg.settings.applog
+    dirs = [str(cfg.state.path)]
+    for path in (applog.prefix, applog.launcher_log):
+        if path:
+            dirs.append(os.path.dirname(os.path.abspath(path)))
+    if applog.log_dir:
+        dirs.append(os.path.abspath(applog.log_dir))
+    return list(dict.fromkeys(dirs))

@@ -13,6 +13,7 @@ Three kinds of decision live here and nowhere else:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -239,4 +240,17 @@ def launcher_failed(error: str, traceback: str) -> Ending:
     """A bug or an unexpected condition in the launcher itself (workers already stopped)."""
     return Ending(
         int(ExitCode.WORKERS_FAILED), f"launcher failed: {error}", internal_error=error, traceback=traceback
+    )
+
+
+def state_dir_stalled(ending: Ending, problem: str, node: str) -> Ending:
+    """The records could not reach this node's state dir before the way out's deadline: its
+    file system stopped answering. 94 naming the node and the path, so the template
+    resubmits without it, unless training finished (0: nothing is left to run) or a
+    signal ends the attempt (128+N: the requeue it asks for)."""
+    if ending.exit_code == 0 or ending.exit_code >= 128:
+        return dataclasses.replace(ending, reason=f"{ending.reason}; records not written: {problem}")
+    unhealthy = tuple(dict.fromkeys((*ending.unhealthy_nodes, node)))
+    return dataclasses.replace(
+        ending, exit_code=int(ExitCode.UNHEALTHY), reason=f"unhealthy: {problem}", unhealthy_nodes=unhealthy
     )

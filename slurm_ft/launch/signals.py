@@ -11,6 +11,7 @@ import contextlib
 import os
 import select
 import signal
+import time
 from collections.abc import Iterable
 from types import FrameType
 
@@ -26,6 +27,7 @@ class SignalBox:
     def __init__(self, signals: Iterable[signal.Signals | int], *, install: bool = True) -> None:
         self.signals = [signal.Signals(s) for s in signals]
         self.received: signal.Signals | None = None
+        self.received_at: float | None = None  # time.monotonic() of its arrival
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old_wakeup: int | None = None
         self._old_handlers: dict[signal.Signals, object] = {}
@@ -36,6 +38,7 @@ class SignalBox:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signal.Signals(signum)
+            self.received_at = time.monotonic()
 
     def deliver(self, signum: int) -> None:
         """As if ``signum`` had arrived (what the handler and the wake-up fd do)."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 LEDGER_VERSION = 1
 INTERRUPTED = "interrupted"
@@ -206,16 +206,31 @@ def reset_hint(state_dir: Path) -> str:
     return f"run `slurm-ft-progress reset --yes --state-dir {state_dir}` to start over"
 
 
-def load_ledger(path: Path) -> Ledger | None:
-    """The ledger at ``path``; None when absent. Never repairs or replaces a bad one."""
+class LedgerFiles(Protocol):
+    """Where a launcher reads and writes its state dir (``launch.stateio.StateIO``: bounded
+    in time off local disks); the commands read and write the files themselves."""
+
+    def read_bytes(self, path: Path) -> bytes | None: ...
+
+    def write_bytes(self, path: Path, data: bytes, *, keep_backup: bool = False) -> None: ...
+
+
+def load_ledger(path: Path, files: LedgerFiles | None = None) -> Ledger | None:
+    """The ledger at ``path``; None when absent (or, through ``files``, not readable in
+    time). Never repairs or replaces a bad one."""
     try:
-        raw = path.read_bytes()
+        raw = files.read_bytes(path) if files is not None else path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise LedgerError(f"cannot read ledger {path}: {exc.strerror or exc}") from None
+    if raw is None:
+        return None
     backup = path.with_name(path.name + ".bak")
-    keep = f" (the previous version is kept in {backup})" if backup.exists() else ""
+    if files is None:
+        keep = f" (the previous version is kept in {backup})" if backup.exists() else ""
+    else:
+        keep = f" (the previous version may be kept in {backup})"
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -230,8 +245,12 @@ def load_ledger(path: Path) -> Ledger | None:
         raise LedgerError(f"ledger {path} is corrupt: {exc}{keep}; {reset_hint(path.parent)}") from None
 
 
-def save_ledger(path: Path, ledger: Ledger) -> None:
+def save_ledger(path: Path, ledger: Ledger, files: LedgerFiles | None = None) -> None:
     """Replace the ledger atomically, keeping the previous version as ``.bak``."""
+    if files is not None:
+        data = (json.dumps(ledger_to_json(ledger), indent=2, sort_keys=True) + "\n").encode()
+        files.write_bytes(path, data, keep_backup=True)
+        return
     from slurm_ft import atomicfile  # tempfile is not needed by the read-only commands
 
     atomicfile.write_json(path, ledger_to_json(ledger), keep_backup=True)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.config import ProgressSettings
 from slurm_ft.progress import policy
-from slurm_ft.progress.ledger import INTERRUPTED, Ledger, load_ledger, save_ledger
+from slurm_ft.progress.ledger import INTERRUPTED, Ledger, LedgerFiles, load_ledger, save_ledger
 from slurm_ft.progress.reading import CONFIRM_LOOKS, PendingReading, Reading, first, settled
 from slurm_ft.settingsyntax import SourceSpec
 
@@ -71,6 +71,7 @@ class ProgressTracker:
         *,
         clock: Callable[[], float] = time.time,
         on_warning: Callable[[str], None] | None = None,
+        files: LedgerFiles | None = None,
     ) -> None:
         self._path = state.ledger
         self._settings = settings
@@ -78,7 +79,8 @@ class ProgressTracker:
         self._attempt = attempt
         self._clock = clock
         self._on_warning = on_warning
-        self.ledger = load_ledger(self._path) or Ledger()
+        self._files = files  # the launcher's bounded state-dir access
+        self.ledger = load_ledger(self._path, files) or Ledger()
         self._pending: PendingReading | None = None
         self._fresh: Reading | None = None  # taken with no workers running: the next start
         self.begin_reading()
@@ -118,10 +120,10 @@ class ProgressTracker:
         return reading
 
     def _reload(self) -> Ledger:
-        return policy.record_policy(load_ledger(self._path) or Ledger(), self._settings)
+        return policy.record_policy(load_ledger(self._path, self._files) or Ledger(), self._settings)
 
     def _save(self, ledger: Ledger) -> None:
-        save_ledger(self._path, ledger)
+        save_ledger(self._path, ledger, self._files)
         self.ledger = ledger
 
     def before_cycle(self, cycle: int) -> str | None:

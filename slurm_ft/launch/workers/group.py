@@ -21,6 +21,7 @@ from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.tracebacks import exception_line
 from slurm_ft.launch.rendezvous.protocol import Decision
+from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.env import CycleEnv, JobEnv, RankFiles, worker_env
 from slurm_ft.launch.workers.survivors import Survivor
@@ -52,6 +53,7 @@ def _open_applog(
         tee=s.tee,
         tee_local_ranks=frozenset(s.local_ranks_filter) if s.local_ranks_filter is not None else None,
         events=events,
+        stall_after=cfg.settings.launch.write_timeout,
     )
 
 
@@ -65,7 +67,9 @@ def _fresh_files(job: JobEnv, rank: int) -> RankFiles:
     return files
 
 
-def _specs(cfg: AgentConfig, job: JobEnv, i: int, cycle: int, d: Decision) -> list[wk.WorkerSpec]:
+def _specs(
+    cfg: AgentConfig, job: JobEnv, i: int, cycle: int, d: Decision, io: StateIO | None = None
+) -> list[wk.WorkerSpec]:
     topo = cfg.topo
     cyc = CycleEnv(topo=topo, master_port=d.master_port, restart_count=i, cycle=cycle)
     argv = tuple(cfg.entry.argv(cfg.python))
@@ -73,9 +77,14 @@ def _specs(cfg: AgentConfig, job: JobEnv, i: int, cycle: int, d: Decision) -> li
     for local in range(topo.nproc_per_node):
         rank = topo.global_rank(local)
         err = cfg.state.error_file(cycle, rank)
-        err.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            err.unlink()
+        if io is not None:  # bounded: the state dir may sit on a mount that stopped answering
+            with contextlib.suppress(OSError):
+                io.mkdirs(err.parent)
+                io.unlink(err)
+        else:
+            err.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                err.unlink()
         env = worker_env(job, cyc, local)
         place = cfg.placement.ranks[local] if cfg.placement else None
         cpus, mem_node = (place.cpus, place.mem_node) if place is not None else (None, None)
@@ -100,6 +109,7 @@ class CycleWorkers:
         self._events = events
         self.files = files
         self.log_lost = (0, 0)  # lines, bytes the cycle log could not take (after stop)
+        self.io: StateIO | None = None  # the launcher's bounded state-dir access
 
     @classmethod
     def start(
@@ -112,13 +122,14 @@ class CycleWorkers:
         run_dir: Path,
         *,
         first: bool = False,
+        io: StateIO | None = None,
     ) -> CycleWorkers:
         """Spawn the node's workers; a spawn never leaves half a group or an open log behind.
         ``first``: this launcher's first workers (what a kernel without pidfds changes is
         said then, once)."""
         job = cfg.job_env(str(run_dir))
         files = {rank: _fresh_files(job, rank) for rank in cfg.topo.ranks}
-        specs = _specs(cfg, job, i, cycle, d)
+        specs = _specs(cfg, job, i, cycle, d, io)
         rules = streams.rules_for(cfg.settings.applog)
         app = _open_applog(cfg, cycle, events, rules)
         outs: dict[int, int | None] = {}
@@ -150,7 +161,9 @@ class CycleWorkers:
                 "this kernel gives no pidfds (Linux < 5.3, or a seccomp filter): "
                 f"worker exits are looked for every {wk.EXIT_POLL_S:g} s"
             )
-        return cls(cfg, cycle, group, app, events, files)
+        workers = cls(cfg, cycle, group, app, events, files)
+        workers.io = io
+        return workers
 
     @property
     def pids(self) -> list[int]:
@@ -166,7 +179,8 @@ class CycleWorkers:
         """The failure record of a worker exit, with ``@record``'s message and traceback,
         else the last traceback the rank wrote to its output (most trainers do not use
         ``@record``; the crash is in their stderr)."""
-        message, tb = records.read_error_file(self._cfg.state.error_file(self.cycle, e.rank))
+        reader = self.io.read_json if self.io is not None else None
+        message, tb = records.read_error_file(self._cfg.state.error_file(self.cycle, e.rank), reader)
         if tb is None and self._app is not None:
             tb = self._app.last_traceback(e.rank, wait=TRACEBACK_WAIT_S)
             if tb is not None and message is None:

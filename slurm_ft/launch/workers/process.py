@@ -366,8 +366,13 @@ def orphaned_children(self_pid: int) -> list[int]:
 def kill_orphans(self_pid: int, timeout: float = 5.0) -> list[int]:
     """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
     Reaping waits at most ``timeout``: a child in uninterruptible sleep may never go."""
+    from slurm_ft.scribe import leave_alone  # writers that end on their own (or sit in state D)
+
     killed = []
+    scribes = leave_alone()
     for pid in orphaned_children(self_pid):
+        if pid in scribes:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

@@ -1,0 +1,264 @@
+"""Every launcher write to its state dir, and the reads it makes there, bounded in time.
+
+The state dir usually lives on the job's shared file system (``$SLURM_SUBMIT_DIR``), and a
+write into an NFS or Lustre mount whose server died never returns: the launcher would then
+neither restart, nor honour SIGTERM, nor exit, and the allocation would be held until the
+time limit. So when the state dir is off local disks (``slurm_ft.scribe.needs_scribe``)
+every file operation here is made by a scribe child and waited for at most ``timeout``
+seconds. On a local disk the launcher makes them itself, exactly as before.
+
+When a write does not finish in time the state dir is *stalled*: what the cycle needs to go
+on (the restart count, the decision, the ledger's verdict) is in the store and in memory
+anyway, so nothing waits for it. The record is kept here (the newest version of each file)
+and written, in order, once the child's stuck write returns (the mount answers again);
+until then every write is kept at once and every read answers "not there". The agent
+decides what a stall that does not end means for the attempt (``Agent.finish``, README
+"A file system that stops answering").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurm_ft import atomicfile
+from slurm_ft import scribe_child as wire
+
+if TYPE_CHECKING:
+    from slurm_ft.scribe import Scribe
+
+DEFAULT_TIMEOUT = 10.0
+_SETTLE_POLL_S = 0.05
+
+
+class StateIO:
+    """The state dir's file operations for one launcher (see the module docstring)."""
+
+    def __init__(
+        self,
+        root: Path,
+        node: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        on_event: Callable[[str], None] | None = None,
+        scribe: bool | None = None,
+    ) -> None:
+        """``scribe`` None: a scribe child when ``root`` is off local disks."""
+        self.root = root
+        self.node = node
+        self.timeout = timeout
+        self._on_event = on_event
+        if scribe is None:
+            from slurm_ft.scribe import needs_scribe
+
+            scribe = needs_scribe(root)
+        self.scribed = scribe
+        self._scribe: Scribe | None = None
+        self._lock = threading.RLock()
+        self.pending: dict[Path, tuple[bytes, bool]] = {}
+        self.stalled_on: Path | None = None  # the write that stopped answering (until it answers)
+        self._said_stall = False
+
+    # ------------------------------------------------------------------ state
+
+    def _child(self) -> Scribe:
+        if self._scribe is None:
+            from slurm_ft.scribe import Scribe
+
+            self._scribe = Scribe("statedir", stall_after=self.timeout, on_event=lambda _slot, _text: None)
+        return self._scribe
+
+    def stalled(self) -> bool:
+        """A write to the state dir has not finished within the timeout and still has not."""
+        return self._scribe is not None and self._scribe.stalled()
+
+    def problem(self) -> str | None:
+        """This node's state dir has stopped answering (the line that names it), else None."""
+        if not self.stalled():
+            return None
+        assert self._scribe is not None
+        what = self.stalled_on or self.root
+        return (
+            f"state dir {self.root} on {self.node} does not answer (a write of {what} "
+            f"has not finished after {self._scribe.busy_for():.0f} s)"
+        )
+
+    def _event(self, text: str) -> None:
+        if self._on_event is not None:
+            self._on_event(text)
+
+    def _stalled(self, path: Path) -> None:
+        self.stalled_on = path
+        if not self._said_stall:
+            self._said_stall = True
+            self._event(
+                f"ERROR: state dir {self.root} on {self.node} stopped answering (a write of {path} "
+                f"has not finished after {self.timeout:g} s); the cycle goes on (the restart "
+                "count, the decision and the ledger are kept in the store and in memory); "
+                "records are written when it answers again"
+            )
+
+    def _recovered(self) -> bool:
+        """The stuck write returned: write what was kept, in order. False while stalled."""
+        if self.stalled():
+            return False
+        if self._said_stall and not self.pending:
+            return True
+        while self.pending:
+            path, (data, backup) = next(iter(self.pending.items()))
+            if not self._request_write(path, data, backup):
+                return False
+            del self.pending[path]
+        if self._said_stall:
+            self._said_stall = False
+            self.stalled_on = None
+            self._event(f"state dir {self.root} answers again; the records kept meanwhile are written")
+        return True
+
+    # ------------------------------------------------------------------ writes
+
+    def _request_write(self, path: Path, data: bytes, backup: bool) -> bool:
+        """One atomic write by the child; False (and the write kept) when it stalled."""
+        from slurm_ft.scribe import Stalled
+
+        try:
+            reply = self._child().request(
+                wire.OP_ATOMIC, str(path), data, wire.BACKUP if backup else 0, timeout=self.timeout
+            )
+        except Stalled:
+            self.pending[path] = (data, backup)
+            self._stalled(path)
+            return False
+        reply.raise_error(str(path))
+        return True
+
+    def write_bytes(self, path: Path, data: bytes, *, keep_backup: bool = False) -> None:
+        """Replace ``path`` atomically (``atomicfile``'s way); on a stall, keep it for later.
+        An error the file system answers with (full, read-only) is raised as ``OSError``."""
+        if not self.scribed:
+            atomicfile.write_bytes(path, data, keep_backup=keep_backup)
+            return
+        with self._lock:
+            if not self._recovered():
+                self.pending.pop(path, None)
+                self.pending[path] = (data, keep_backup)  # the newest version, last in order
+                return
+            self._request_write(path, data, keep_backup)
+
+    def write_json(self, path: Path, obj: Any, *, keep_backup: bool = False) -> None:
+        data = (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+        self.write_bytes(path, data, keep_backup=keep_backup)
+
+    def add_line(self, path: Path, line: bytes) -> None:
+        """Append one whole line (a timed reading); dropped while the state dir is stalled."""
+        if not self.scribed:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+            return
+        self._simple(wire.OP_ADDLINE, path, line)
+
+    def mkdirs(self, path: Path) -> None:
+        if not self.scribed:
+            path.mkdir(parents=True, exist_ok=True)
+            return
+        self._simple(wire.OP_MKDIRS, path)
+
+    def unlink(self, path: Path) -> None:
+        if not self.scribed:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            return
+        self._simple(wire.OP_UNLINK, path)
+
+    def _simple(self, op: int, path: Path, data: bytes = b"") -> None:
+        """A request worth no keeping: skipped while stalled, raised as OSError on error."""
+        from slurm_ft.scribe import Stalled
+
+        with self._lock:
+            if not self._recovered():
+                return
+            try:
+                reply = self._child().request(op, str(path), data, timeout=self.timeout)
+            except Stalled:
+                self._stalled(path)
+                return
+            reply.raise_error(str(path))
+
+    # ------------------------------------------------------------------ reads
+
+    def read_bytes(self, path: Path) -> bytes | None:
+        """The file's bytes; None when it is missing, or while the state dir is stalled.
+        Other errors are raised as ``OSError``."""
+        if not self.scribed:
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:
+                return None
+        from slurm_ft.scribe import Stalled
+
+        with self._lock:
+            if path in self.pending:
+                return self.pending[path][0]
+            if not self._recovered():
+                return None
+            try:
+                reply = self._child().request(wire.OP_READ, str(path), timeout=self.timeout)
+            except Stalled:
+                self._stalled(path)
+                return None
+            if reply.missing:
+                return None
+            reply.raise_error(str(path))
+            return reply.payload
+
+    def read_json(self, path: Path) -> dict[str, Any] | None:
+        """Like ``records.read_json``: a dict, or None when missing, unreadable or stalled."""
+        try:
+            raw = self.read_bytes(path)
+            doc = json.loads(raw.decode("utf-8")) if raw is not None else None
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def written_by(self, path: Path, run_uuid: str) -> bool:
+        doc = self.read_json(path)
+        return doc is not None and doc.get("run_uuid") == run_uuid
+
+    # ------------------------------------------------------------------ the end
+
+    def settle(self, budget: float) -> bool:
+        """Write what is kept, waiting at most ``budget`` seconds for a stalled state dir to
+        answer again; True when nothing is left unwritten."""
+        if not self.scribed:
+            return True
+        deadline = time.monotonic() + budget
+        with self._lock:
+            while True:
+                busy = self._scribe is not None and self._scribe.busy_for() > 0
+                left = deadline - time.monotonic()
+                if not busy and left > 0:
+                    saved, self.timeout = self.timeout, min(self.timeout, left)
+                    try:
+                        if self._recovered() and not self.pending:
+                            return True
+                    finally:
+                        self.timeout = saved
+                if time.monotonic() >= deadline:
+                    return not self.pending and not self.stalled()
+                time.sleep(_SETTLE_POLL_S)
+
+    def close(self, budget: float) -> None:
+        """End the child within ``budget`` (SIGKILL and leave it behind when it is stuck)."""
+        if self._scribe is not None:
+            self._scribe.close(0.0 if self._scribe.stalled() else budget)
