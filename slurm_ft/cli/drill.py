@@ -148,24 +148,27 @@ def _plan(args: argparse.Namespace, fault_name: str | None, shape: JobShape) -> 
         raise UsageError(str(exc)) from None
 
 
-def _still_running(job: DrillJob) -> bool:
+def _job_state(job: DrillJob) -> str:
+    """RUNNING for a run without Slurm; Slurm's state word, or GONE when it forgot the job."""
     if job.job_id is None:
-        return True
+        return "RUNNING"
     try:
-        return slurmjob.lookup(job.job_id).state == "RUNNING"
+        return slurmjob.lookup(job.job_id).state
     except slurmjob.JobError:
-        return False
+        return "GONE"
 
 
-def _wait_until(when: float, job: DrillJob, sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Sleep until ``when``; False when the job stopped running meanwhile."""
+def _wait_until(when: float, job: DrillJob, sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """Sleep until ``when``; the job's state then, or None when it ended meanwhile (a
+    requeued job waiting in the queue has not ended: a schedule goes on through requeues)."""
     while True:
         left = when - time.time()
         if left <= 0:
-            return _still_running(job)
+            state = _job_state(job)
+            return None if slurmjob.ended(state) else state
         sleep(min(left, JOB_CHECK_PERIOD_S))
-        if left > JOB_CHECK_PERIOD_S and not _still_running(job):
-            return False
+        if left > JOB_CHECK_PERIOD_S and slurmjob.ended(_job_state(job)):
+            return None
 
 
 def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
@@ -190,12 +193,14 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
         return int(ExitCode.SUCCESS)
     start = time.time()
     for k, item in enumerate(plan, 1):
-        if not _wait_until(start + item.at, job):
-            print(f"{PROG}: the job is not running any more; {k - 1} of {len(plan)} faults injected")
+        state = _wait_until(start + item.at, job)
+        if state is None:
+            print(f"{PROG}: the job has ended; {k - 1} of {len(plan)} faults were due")
             return int(ExitCode.SUCCESS)
         where = node if fault_name else item.node
         tag = f"{label}, fault {k} of {len(plan)}" if label else None
-        rec = inject(job, item.fault, item.rank, where, schedule=tag)
+        skip = None if state == "RUNNING" else f"the job is {state} (requeued?): nothing to hit"
+        rec = inject(job, item.fault, item.rank, where, schedule=tag, skip=skip)
         print(describe(rec), flush=True)
     return int(ExitCode.SUCCESS)
 

@@ -31,16 +31,18 @@ def inject(
     node: int | str | None,
     schedule: str | None = None,
     clock: Callable[[], float] = time.time,
+    skip: str | None = None,
 ) -> DrillRecord:
-    """Inject ``fault`` now and record it; never raises for a target that is gone."""
+    """Inject ``fault`` now and record it; never raises for a target that is gone.
+    ``skip``: record it as not injected, for that reason (the job is not running now)."""
     spec = SPECS[fault]
     shape = newest_shape(job.state)
     target: Aim | None = None
-    problem: str | None = None
+    problem: str | None = skip
     sent: list[send.Sent] = []
-    if shape is None:
+    if problem is None and shape is None:
         problem = "no cycle with recorded processes yet"
-    else:
+    elif problem is None and shape is not None:
         try:
             target = aim(fault, shape, rank, node)
         except TargetError as exc:

@@ -82,6 +82,26 @@ def lookup(job_id: str) -> SlurmJobInfo:
     return info_from_fields(parse_show_job(done.stdout.splitlines()[0]))
 
 
+# Slurm's job states after which the job will not run again (a requeued job is PENDING).
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "GONE",
+    }
+)
+
+
+def ended(state: str) -> bool:
+    return state in FINAL_STATES
+
+
 def check_drillable(info: SlurmJobInfo, caller_uid: int) -> None:
     if info.state != "RUNNING":
         raise JobError(f"job {info.job_id} is not running ({info.state})")

@@ -1,0 +1,131 @@
+"""The goodput benchmark's trainer: gloo DDP at a fixed pace, checkpoints, resume, a step log.
+
+The same script runs under slurm-ft and under torchrun, so what differs is the launcher.
+Every step is a real DDP step (forward, backward, gradient all-reduce) padded to
+``--step-time`` so the undisturbed pace does not depend on the load of the machine. Rank 0
+saves ``CKPT/step_<N>/state.pt`` every ``--ckpt-every`` steps (written under a temporary
+name, then renamed: a ``checkpoint-dir:`` progress source sees whole checkpoints only), and
+logs every step to ``--log`` (``{"t", "step"}``). A new run resumes from the newest
+checkpoint; the steps after it are done again. Every rank writes where it runs to
+``--pids DIR/<node>.rank<R>.json`` (its pid, its parent's — torchrun's agent — and their
+start ticks), which is how the benchmark aims faults at a torchrun job, that keeps no
+records of its own. ``slurm_ft.worker`` heart-beats are no-ops outside slurm-ft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import re
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from slurm_ft import procident, worker
+
+_STEP = re.compile(r"step_(\d+)")
+
+
+def newest(ckpt: str) -> int:
+    try:
+        names = os.listdir(ckpt)
+    except FileNotFoundError:
+        return 0
+    return max((int(m.group(1)) for n in names if (m := _STEP.fullmatch(n))), default=0)
+
+
+def save(ckpt: str, step: int, state: dict[str, object]) -> None:
+    tmp = os.path.join(ckpt, f".tmp-step_{step}")
+    os.makedirs(tmp, exist_ok=True)
+    torch.save(state, os.path.join(tmp, "state.pt"))
+    os.replace(tmp, os.path.join(ckpt, f"step_{step}"))
+
+
+def note_pids(directory: str, rank: int, local_rank: int) -> None:
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    pid, ppid = os.getpid(), os.getppid()
+    doc = {
+        "node": node,
+        "rank": rank,
+        "local_rank": local_rank,
+        "pid": pid,
+        "start_ticks": procident.start_ticks(pid),
+        "agent_pid": ppid,
+        "agent_start_ticks": procident.start_ticks(ppid),
+        "group_rank": int(os.environ.get("GROUP_RANK", "0")),
+        "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        "attempt": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
+        "time": time.time(),
+    }
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{node}.rank{rank}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, os.path.join(directory, f"{node}.rank{rank}.json"))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--pids", required=True)
+    p.add_argument("--step-time", type=float, default=0.2)
+    p.add_argument("--ckpt-every", type=int, default=25)
+    p.add_argument("--pg-timeout", type=float, default=60.0)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.pg_timeout))
+    rank = dist.get_rank()
+    note_pids(a.pids, rank, int(os.environ.get("LOCAL_RANK", "0")))
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    step = newest(a.ckpt)
+    if step:
+        state = torch.load(os.path.join(a.ckpt, f"step_{step}", "state.pt"), weights_only=True)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+    print(f"rank {rank}: resumed from step {step}", flush=True)
+    x, y = torch.randn(64, 256), torch.randn(64, 1)
+    log = open(a.log, "a") if rank == 0 else None  # noqa: SIM115 (open for the whole run)
+    next_tick = time.monotonic()
+    while True:
+        next_tick += a.step_time
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        step += 1
+        worker.heartbeat()
+        if log is not None:
+            log.write(json.dumps({"t": time.time(), "step": step}) + "\n")
+            log.flush()
+            if step % a.ckpt_every == 0:
+                save(
+                    a.ckpt, step, {"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}
+                )
+        if worker.stop_requested():  # a forwarded SIGUSR1/SIGTERM (slurm-ft): save, then leave
+            if log is not None:
+                save(
+                    a.ckpt, step, {"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}
+                )
+            print(f"rank {rank}: stop requested at step {step}", flush=True)
+            return 143
+        pause = next_tick - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        else:
+            next_tick = time.monotonic()  # late (a restart's first steps): no catching up
+
+
+if __name__ == "__main__":
+    code = main()
+    gc.collect()
+    sys.exit(code)

@@ -1,0 +1,52 @@
+"""The goodput benchmark's arithmetic on made-up step logs (the Slurm runs are by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import goodput_timeline as tl
+from benchmarks.goodput_timeline import Step
+
+
+def run_with_one_kill() -> list[Step]:
+    """1 step/s. Steps 1-12 at t=1..12; a kill at 12.5; the restart resumes from the
+    checkpoint at step 10 and does steps 11-20 at t=20..29."""
+    first = [Step(float(t), t) for t in range(1, 13)]
+    second = [Step(19.0 + k, 10 + k) for k in range(1, 11)]
+    return first + second
+
+
+def test_the_pace_is_the_median_gap_between_consecutive_steps() -> None:
+    assert tl.step_time(run_with_one_kill()) == pytest.approx(1.0)
+    assert tl.step_time([]) is None
+
+
+def test_a_run_is_kept_lost_and_down_and_the_parts_fill_the_wall_clock() -> None:
+    steps = run_with_one_kill()
+    segs = tl.segments(steps, kept=20, pace=1.0, start=0.0, end=30.0)
+    assert [(s.kind, s.t0, s.t1) for s in segs] == [
+        ("kept", 0.0, 10.0),
+        ("lost", 10.0, 12.0),  # steps 11 and 12, done again after the restart
+        ("down", 12.0, 19.0),
+        ("kept", 19.0, 29.0),
+        ("down", 29.0, 30.0),
+    ]
+    assert sum(s.t1 - s.t0 for s in segs) == pytest.approx(30.0)
+
+
+def test_a_fault_costs_its_down_time_and_the_steps_done_again() -> None:
+    [cost] = tl.fault_costs([("kill", "rank 1 on node2", 12.5, True)], run_with_one_kill(), 1.0)
+    assert cost.down_s == pytest.approx(19.0 - 12.5)  # until step 11 began again
+    assert cost.lost_steps == 2 and cost.lost_s == pytest.approx(2.0)
+    assert cost.cost_s == pytest.approx(8.5)
+    [missed] = tl.fault_costs([("kill", "x", 5.0, False)], run_with_one_kill(), 1.0)
+    assert missed.cost_s is None
+
+
+def test_the_picture_has_one_row_per_run_and_a_mark_per_fault() -> None:
+    steps = run_with_one_kill()
+    segs = tl.segments(steps, 20, 1.0, 0.0, 30.0)
+    faults = tl.fault_costs([("kill", "rank 1", 12.5, True)], steps, 1.0)
+    picture = tl.svg([("slurm-ft", segs, faults, 0.0, 30.0), ("torchrun", segs, [], 0.0, 30.0)])
+    assert picture.count('data-run="slurm-ft"') == 5 and picture.count('data-run="torchrun"') == 5
+    assert picture.count('class="fault"') == 1 and "cost 8.5 s" in picture
