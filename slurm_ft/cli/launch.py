@@ -28,7 +28,7 @@ from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.spares import SpareBook, SpareError
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.launch.workers.process import NprocError
-from slurm_ft.slurm import SlurmEnvError, SlurmJob
+from slurm_ft.slurm import SlurmEnvError, SlurmJob, launcher_placement_problem
 
 # What "this input cannot be used" is raised as, wherever it is found: main turns each
 # into one line on stderr and exit 2.
@@ -63,6 +63,9 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
     it = interpret(args)
     job = _topology(it, env)
     settings = _settings_for(it, env, job)
+    problem = launcher_placement_problem(job, outside_step_allowed=settings.launch.allow_outside_step)
+    if problem is not None:
+        raise UsageError(problem)
     if it.request.notes:
         print(f"{PROG}: note: {'; '.join(it.request.notes)}", file=sys.stderr)
     cfg = _agent_config(it.ns, env, job, settings, cwd)

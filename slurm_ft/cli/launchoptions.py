@@ -159,6 +159,14 @@ LAUNCHER = OptionGroup(
             takes=Takes.FLAG,
             help="print topology and worker commands, start nothing",
         ),
+        _opt(
+            "--allow-outside-step",
+            dest="allow_outside_step",
+            takes=Takes.SWITCH,
+            help="start even outside a job step (an salloc shell, a batch script without srun): "
+            "you know this node is the one (default: refused, run it with srun)",
+            setting="launch.allow_outside_step",
+        ),
     ),
 )
 

@@ -53,13 +53,17 @@ class FakeClock:
 
 
 def job_env(node: int, num_nodes: int) -> dict[str, str]:
+    """One task of ``srun --ntasks-per-node=1`` (step variables, no step id)."""
+    nodelist = f"127.0.1.[1-{num_nodes}]" if num_nodes > 1 else "127.0.1.1"
     return {
         "SLURM_JOB_ID": "77",
         "SLURM_JOB_NUM_NODES": str(num_nodes),
         "SLURM_NNODES": str(num_nodes),
         "SLURM_NODEID": str(node),
         "SLURMD_NODENAME": f"node{node}",
-        "SLURM_JOB_NODELIST": f"127.0.1.[1-{num_nodes}]" if num_nodes > 1 else "127.0.1.1",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": f"1(x{num_nodes})" if num_nodes > 1 else "1",
     }
 
 
