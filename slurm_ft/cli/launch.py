@@ -76,6 +76,12 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         dryrun.write(cfg, sys.stdout, secret_in_env=bool(env.get(SECRET_ENV)))
         sys.stdout.flush()
         return 0
+    from slurm_ft.launch.stateio import unanswered
+
+    dead = unanswered(cfg.state.path, cfg.job.node_name, cfg.settings.launch.write_timeout)
+    if dead is not None:  # a dead mount: the node is unhealthy, not the input bad
+        print(f"{PROG}: unhealthy: {dead}; exiting {int(ExitCode.UNHEALTHY)}", file=sys.stderr)
+        return int(ExitCode.UNHEALTHY)
     _check_state_dir(cfg.state.path)
     return _launch(_for_launch(cfg, env))
 
@@ -232,7 +238,12 @@ def _launch(cfg: AgentConfig) -> int:
     # set for this process only: the workers get the environment captured above.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     s = cfg.settings.applog
-    events = EventLog(Path(s.launcher_log) if s.launcher_log else None, cfg.job.node_name, quiet=s.quiet)
+    events = EventLog(
+        Path(s.launcher_log) if s.launcher_log else None,
+        cfg.job.node_name,
+        quiet=s.quiet,
+        stall_after=cfg.settings.launch.write_timeout,
+    )
     collect_from_now_on()  # the cycles' garbage is the collector's again
     try:
         ending = agent.run(cfg, events)

@@ -262,3 +262,20 @@ class StateIO:
         """End the child within ``budget`` (SIGKILL and leave it behind when it is stuck)."""
         if self._scribe is not None:
             self._scribe.close(0.0 if self._scribe.stalled() else budget)
+
+
+def unanswered(root: Path, node: str, timeout: float) -> str | None:
+    """Before the launcher touches its state dir at start: a state dir off local disks
+    that does not answer a look within ``timeout`` (its nearest existing part is listed by
+    a child that is abandoned at the deadline) is named, with the node; else None."""
+    from slurm_ft.scribe import needs_scribe
+
+    if not needs_scribe(root):
+        return None
+    from slurm_ft.childprobe import Child
+    from slurm_ft.health.storage import PROBE_SCRIPT
+
+    answer = Child(PROBE_SCRIPT, ["near", str(root)]).collect(time.monotonic() + timeout)
+    if not answer.timed_out:
+        return None
+    return f"state dir {root} on {node} does not answer (no answer to a look within {timeout:g} s)"

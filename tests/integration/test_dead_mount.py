@@ -250,3 +250,43 @@ def test_only_node1s_mount_dies_the_job_ends_94_without_node1(tmp_path, launcher
     assert str(fs.mount / "state1") in group.err(1)
     fs.go()
     group.assert_nothing_left()
+
+
+@pytest.mark.timeout(60)
+def test_a_state_dir_already_dead_at_start_stops_the_node_with_94(tmp_path, launchers, stoppable_fs) -> None:
+    fs = stoppable_fs()
+    (fs.root / "state").mkdir()
+    fs.stop()
+    group = launchers()
+    t0 = time.monotonic()
+    group.start(0, "--state-dir", str(fs.mount / "state"))
+    assert group.ends_within(0, 10 + WRITE_TIMEOUT) == 94, group.err(0)
+    assert time.monotonic() - t0 < 8 + WRITE_TIMEOUT
+    assert f"unhealthy: state dir {fs.mount / 'state'} on node0 does not answer" in group.err(0)
+    assert group.starts() == []
+    fs.go()
+    group.assert_nothing_left()
+
+
+@pytest.mark.timeout(90)
+def test_a_launcher_log_on_a_dead_mount_ends_94_said_on_stderr(tmp_path, launchers, stoppable_fs) -> None:
+    fs = stoppable_fs()
+    group = launchers()
+    group.start(
+        0, "--state-dir", str(tmp_path / "state"), "--launcher-log", f"{fs.mount}/launcher.log", "--quiet"
+    )
+    group.all_started(2)
+    wait_until(lambda: (fs.root / "launcher.log").exists(), 10, message="launcher log through the mount")
+    fs.stop()
+    group.tell("crash")  # the restart's health check probes the launcher log's directory
+    assert group.ends_within(0, 15 + WRITE_TIMEOUT + HEALTH_DEADLINE) == 94, group.err(0)
+    err = group.err(0)
+    # --quiet, yet said on stderr: the launcher log cannot take it
+    assert f"launcher log {fs.mount}/launcher.log: its file system stopped answering" in err, err
+    assert "events go to stderr only" in err
+    assert f"stopping: unhealthy: node0: storage:{fs.mount}: timed out" in err, err
+    assert {s["restart"] for s in group.starts()} == {0}
+    outcome = json.loads((tmp_path / "state" / "outcome.json").read_text())
+    assert outcome["exit_code"] == 94 and outcome["unhealthy_nodes"] == ["node0"]
+    fs.go()
+    group.assert_nothing_left()

@@ -1,0 +1,93 @@
+"""StateIO and the scribe without root: a FIFO stands in for a mount that stops answering.
+
+Opening a FIFO for reading waits until a writer comes, so the scribe child's read of one
+is a request that does not finish until the test opens the other end: the same state
+for the launcher as a write to a dead NFS server (only the kernel's wait differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_ft.launch.stateio import StateIO
+from slurm_ft.scribe import leave_alone, needs_scribe
+from tests.support.waiting import wait_until
+
+TIMEOUT = 0.5
+
+
+def release(fifo: Path) -> None:
+    """Be the writer the stuck read waits for: it returns, and the child goes on."""
+    fd = os.open(fifo, os.O_WRONLY)
+    os.write(fd, b"x")
+    os.close(fd)
+
+
+@pytest.fixture
+def io(tmp_path: Path):
+    events: list[str] = []
+    state = StateIO(tmp_path / "state", "nodeA", timeout=TIMEOUT, on_event=events.append, scribe=True)
+    state.events = events  # type: ignore[attr-defined]
+    yield state
+    state.close(1.0)
+
+
+def test_local_disks_need_no_scribe(tmp_path: Path) -> None:
+    assert not needs_scribe(tmp_path / "not" / "yet")
+    assert needs_scribe("/proc/self/fd")  # not a disk file system
+
+
+def test_writes_and_reads_through_the_child(io: StateIO, tmp_path: Path) -> None:
+    path = tmp_path / "state" / "cycles" / "cycle0.json"
+    io.write_json(path, {"cycle": 0})
+    assert json.loads(path.read_text()) == {"cycle": 0}
+    assert io.read_json(path) == {"cycle": 0}
+    assert io.read_bytes(tmp_path / "state" / "missing") is None
+    io.write_json(path, {"cycle": 1}, keep_backup=True)
+    assert json.loads(path.with_name("cycle0.json.bak").read_text()) == {"cycle": 0}
+    assert io.settle(1.0) and not io.stalled()
+
+
+def test_a_stall_keeps_the_records_and_writes_them_when_it_answers(io: StateIO, tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    fifo = tmp_path / "state" / "fifo"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    assert io.read_bytes(fifo) is None  # no answer within the timeout
+    assert time.monotonic() - t0 < TIMEOUT + 0.5
+    wait_until(io.stalled, 5, message="stalled")
+    assert "stopped answering" in io.events[0] and "nodeA" in io.events[0]  # type: ignore[attr-defined]
+    problem = io.problem()
+    assert problem is not None and str(fifo) in problem and "nodeA" in problem
+    t0 = time.monotonic()
+    for k in range(3):
+        io.write_json(tmp_path / "state" / "outcome.json", {"k": k})  # kept, at once
+    io.write_bytes(tmp_path / "state" / "next_cycle", b"4\n")
+    assert time.monotonic() - t0 < 0.2
+    assert list(io.pending) == [tmp_path / "state" / "outcome.json", tmp_path / "state" / "next_cycle"]
+    assert not io.settle(0.3)
+    release(fifo)
+    assert io.settle(5.0)
+    assert json.loads((tmp_path / "state" / "outcome.json").read_text()) == {"k": 2}
+    assert (tmp_path / "state" / "next_cycle").read_bytes() == b"4\n"
+    assert "answers again" in io.events[-1]  # type: ignore[attr-defined]
+
+
+def test_close_leaves_a_stuck_child_behind_killed(tmp_path: Path) -> None:
+    before = leave_alone()
+    state = StateIO(tmp_path, "nodeA", timeout=TIMEOUT, scribe=True)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert state.read_bytes(fifo) is None
+    wait_until(state.stalled, 5, message="stalled")
+    (pid,) = leave_alone() - before
+    t0 = time.monotonic()
+    state.close(5.0)
+    assert time.monotonic() - t0 < 0.5  # stalled: not waited for
+    # SIGKILL ends a child in an interruptible wait at once (one in state D: when it answers)
+    wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 5, message="killed child reaped")
