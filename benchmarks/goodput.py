@@ -83,7 +83,7 @@ class RunResult:
     goodput: float | None
     time_to_target_s: float | None
     faults: list[tl.FaultCost] = field(default_factory=list)
-    report_goodput: float | None = None  # slurm-ft only: what slurm-ft-report says
+    report_goodput: float | None = None  # slurm-ft only: the report's kept training ÷ the same wall time
     report_faults: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -249,7 +249,8 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
     )
     if report.returncode == 0:
         doc = json.loads(report.stdout)
-        result.report_goodput = doc["totals"]["goodput_ratio"]
+        # The report's wall clock starts at the first cycle; the allocation's at the job's start.
+        result.report_goodput = doc["totals"]["progress_s"] / result.wall_s
         result.report_faults = doc.get("faults", [])
         (out / "slurm-ft-report.json").write_text(report.stdout)
     drills = [records.read_json(p) for p in sorted(state.drills_dir.glob("*.json"))]

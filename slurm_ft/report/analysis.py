@@ -674,7 +674,14 @@ def _with_splits(
     out = []
     for c in cycles:
         split = split_cycle(c, readings, pace)
-        out.append(dataclasses.replace(c, split=split) if split is not None else c)
+        if split is not None:
+            out.append(dataclasses.replace(c, split=split))
+        elif c.end is not None and c.progressed is None:
+            # The source was watched through this cycle and never moved: no checkpoint was
+            # made in it, though the ledger could not tell (its end reading failed).
+            out.append(dataclasses.replace(c, progressed=False))
+        else:
+            out.append(c)
     return out, pace
 
 
@@ -688,6 +695,19 @@ def _hit(d: DrillRecord, cycles: list[CycleView]) -> CycleView | None:
     if running:
         return max(running, key=lambda c: c.start)
     return next((c for c in cycles if c.cycle == d.cycle), None)
+
+
+def _startup_after(nxt: CycleView | None, drills: list[DrillRecord], d: DrillRecord) -> float | None:
+    """The next cycle's start-up: to its first progress; for a cycle that never made any,
+    until the next fault or its own end (the rest is the next fault's)."""
+    if nxt is None:
+        return None
+    if nxt.split is not None:
+        return nxt.split.startup_s
+    if nxt.progressed is not False or nxt.end is None:
+        return None
+    later = [x.time for x in drills if x.injected and x.time > d.time and nxt.start <= x.time]
+    return max(0.0, min([nxt.run_end, *later]) - nxt.start)
 
 
 def fault_views(drills: list[DrillRecord], cycles: list[CycleView]) -> list[FaultView]:
@@ -711,8 +731,10 @@ def fault_views(drills: list[DrillRecord], cycles: list[CycleView]) -> list[Faul
         detection = max(0.0, c.run_end - d.time)
         stop = c.end - c.run_end
         restart = nxt.start - c.end if nxt is not None else None
-        startup = nxt.split.startup_s if nxt is not None and nxt.split is not None else None
+        startup = _startup_after(nxt, drills, d)
         lost = max(0.0, min(d.time, c.split.run_end) - c.split.kept_end) if c.split is not None else None
+        if c.split is None and c.progressed is False:
+            lost = 0.0  # the cycle had made no checkpoint-worthy progress: nothing to lose
         known = [p for p in (detection, stop, restart, startup, lost) if p is not None]
         cost = sum(known) if len(known) == 5 else None
         out.append(

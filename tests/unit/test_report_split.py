@@ -174,3 +174,20 @@ def test_the_loader_reads_drills_and_readings_and_names_what_it_skips(tmp_path: 
     problems = {Path(u.path).name: u.problem for u in files.unreadable}
     assert problems["2-kill.json"] == "missing 'time'"
     assert problems["readings.jsonl"] == "1 line(s) are not readings: skipped"
+
+
+def test_with_readings_a_cycle_whose_ledger_reading_failed_and_nothing_moved_made_no_progress() -> None:
+    files = job(READINGS, [drill(37.5), drill(45)])
+    assert files.ledger is not None
+    # cycle 1 (41 -> 80) is hit again at 45, before any checkpoint; its ledger end reading failed
+    files.ledger.cycles[1] = entry(1, 0, 30, None, 41, 50)
+    files.cycles[1] = cycle(1, RUN_A, 0, 41, 50, "failed", failure(46))
+    files.cycles.append(cycle(2, RUN_A, 0, 51, 80, "succeeded"))
+    files.ledger.cycles.append(entry(2, 0, 30, 64, 51, 80))
+    r = analyse(files)
+    assert r.cycles[1].progressed is False and r.cycles[1].split is None
+    assert r.totals.goodput_ratio is not None  # no cycle's progress is unknown any more
+    first, second = r.faults
+    assert first.startup_s == pytest.approx(45 - 41)  # the next cycle's start-up, cut by the next fault
+    assert first.cost_s == pytest.approx(0.5 + 2 + 1 + 4 + 2.5)
+    assert second.lost_work_s == 0.0 and second.next_cycle == 2
