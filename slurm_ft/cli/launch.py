@@ -260,6 +260,8 @@ def _launch(cfg: AgentConfig) -> int:
         events.close()
     if ending.internal_error is not None:
         _internal_error(cfg, ending.internal_error, ending.traceback or "")
+    elif s.quiet:  # the events went to the launcher log only: how it ended still reaches stderr
+        print(f"{PROG}: {ending.outcome} (exit {ending.exit_code}): {ending.reason}", file=sys.stderr)
     return ending.exit_code
 
 

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import os
 import select
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -293,6 +294,10 @@ class Member:
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
 
+    def _interrupted_again(self) -> bool:
+        self.sig.drain()
+        return self.sig.repeated
+
     def _log_note(self, cycle: int, failure: Failure) -> str:
         """Where the failed rank's output is: the cycle log (that node's, with one per node)."""
         applog = self.cfg.settings.applog
@@ -312,9 +317,22 @@ class Member:
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             name = signal_name(end.signum)
-            self.ev.event(f"received {name}: forwarding to workers")
+            if workers is None:
+                self.ev.event(f"received {name}")
+            else:
+                # Ctrl-C at a terminal: say how long the wait is, and let a second one cut it
+                # short. Slurm's signals (a checkpoint on USR1, TERM) keep their whole grace.
+                interactive = end.signum == signal.SIGINT
+                again = "; Ctrl-C again kills them now" if interactive else ""
+                self.ev.event(
+                    f"received {name}: forwarding to workers; waiting up to "
+                    f"{launch.term_timeout:g} s for them to exit{again}"
+                )
             self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
-            return workers.stop(end.signum, launch.term_timeout) if workers is not None else []
+            if workers is None:
+                return []
+            hurry = self._interrupted_again if end.signum == signal.SIGINT else None
+            return workers.stop(end.signum, launch.term_timeout, hurry=hurry, wake_fds=(self.sig.fd,))
         if end.failure is not None:
             where = self._log_note(cycle, end.failure)
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")

@@ -28,6 +28,8 @@ class SignalBox:
         self.signals = [signal.Signals(s) for s in signals]
         self.received: signal.Signals | None = None
         self.received_at: float | None = None  # time.monotonic() of its arrival
+        # The first signal arrived again (a second Ctrl-C: the user will not wait).
+        self.repeated = False
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old_wakeup: int | None = None
         self._old_handlers: dict[signal.Signals, object] = {}
@@ -39,6 +41,8 @@ class SignalBox:
         if self.received is None:
             self.received = signal.Signals(signum)
             self.received_at = time.monotonic()
+        elif signum == self.received:
+            self.repeated = True
 
     def deliver(self, signum: int) -> None:
         """As if ``signum`` had arrived (what the handler and the wake-up fd do)."""

@@ -117,7 +117,7 @@ def test_term_timeout_escalates_to_sigkill(tmp_path):
         job.node(0).proc.send_signal(signal.SIGTERM)
         assert job.wait(20) == [143], job.dump()
         assert time.monotonic() - t0 < 10
-        assert "stopped 2 worker(s) with SIGTERM" in job.node(0).err()
+        assert "stopped 2 worker(s) with SIGKILL (still running 1 s after SIGTERM)" in job.node(0).err()
         for pid in worker_pids(job):
             assert not procs.is_alive(pid)
         job.assert_no_orphans(timeout=5)

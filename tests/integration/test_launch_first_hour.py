@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from tests.integration.launch_cluster import ECHO, LAUNCH, batch_env, clean_env, slurm_env
 from tests.support import procs
+from tests.support.waiting import wait_until
 
 REPORT = [sys.executable, "-m", "slurm_ft.cli.report"]
 
@@ -197,3 +199,76 @@ def test_a_crash_names_its_exception_and_its_log_on_the_console_in_the_record_an
     # Every kind of line the README shows is printed (the run has no checkpoints to resume).
     shown = {label(line) for line in demo.splitlines()} - {"training"}
     assert shown == {label(line) for line in lines}, (shown, lines)
+
+
+# --- item 5: Ctrl-C and --quiet -----------------------------------------------------------
+
+STUBBORN = """\
+import os, signal, sys, time
+signal.signal(signal.SIGINT, lambda *_: print(f"rank {os.environ['RANK']}: not now", flush=True))
+print(f"rank {os.environ['RANK']}: up", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def start_launcher(tmp_path: Path, args: list[str]) -> tuple[subprocess.Popen[bytes], Path, str]:
+    marker = procs.new_marker()
+    env = clean_env()
+    env[procs.MARKER_VAR] = marker
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as fh:
+        proc = subprocess.Popen([*LAUNCH, *args], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=fh)
+    return proc, err, marker
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("second", [True, False], ids=["second-ctrl-c", "grace-ends"])
+def test_ctrl_c_says_how_long_it_waits_a_second_one_kills_now_and_sigkill_is_reported(tmp_path, second):
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN)
+    log = tmp_path / "logs" / "train.log"
+    grace = "60" if second else "1"
+    args = ["--nproc-per-node", "2", "--health-checks", "none", "--term-timeout", grace]
+    args += ["--applog-prefix", str(log), "--state-dir", str(tmp_path / "state"), str(script)]
+    proc, err, marker = start_launcher(tmp_path, args)
+    try:
+        cycle_log = tmp_path / "logs" / "train_cycle0.log"
+        wait_until(
+            lambda: cycle_log.exists() and cycle_log.read_text().count(": up") == 2, 30, message="workers up"
+        )
+        proc.send_signal(signal.SIGINT)
+        waiting = f"received SIGINT: forwarding to workers; waiting up to {grace} s for them to exit; "
+        waiting += "Ctrl-C again kills them now"
+        wait_until(lambda: waiting in err.read_text(), 15, message="the waiting line\n" + err.read_text())
+        started = time.monotonic()
+        if second:
+            proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 130
+        took = time.monotonic() - started
+    finally:
+        proc.kill()
+        proc.wait()
+    text = err.read_text()
+    if second:
+        assert took < 10, text
+        assert "stopped 2 worker(s) with SIGKILL (on a second SIGINT)" in text, text
+    else:
+        assert "stopped 2 worker(s) with SIGKILL (still running 1 s after SIGINT)" in text, text
+    assert "stopped 2 worker(s) with SIGINT" not in text
+    wait_until(lambda: not procs.pids_with_marker(marker), 10, message="no worker left")
+
+
+@pytest.mark.timeout(60)
+def test_quiet_still_says_how_the_launch_ended(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(CRASHER)
+    launcher_log = tmp_path / "launcher.log"
+    args = ["--nproc-per-node", "2", "--max-restarts", "0", "--health-checks", "none", "--quiet"]
+    args += ["--launcher-log", str(launcher_log), "--applog-prefix", str(tmp_path / "logs" / "train.log")]
+    args += ["--state-dir", str(tmp_path / "state"), str(script)]
+    proc, _ = launch(tmp_path, args, {})
+    assert proc.returncode == 1
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("slurm-ft-launch:")]
+    assert line.startswith("slurm-ft-launch: restarts-exhausted (exit 1): "), line
+    assert "RuntimeError: injected crash at step 5" in line, line

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from slurm_ft import health, records, worker
@@ -249,22 +249,38 @@ class CycleWorkers:
                 return
             self.group.wait(min(left, 0.05))
 
-    def stop(self, signum: int, timeout: float, *, short_grace: float | None = None) -> list[Survivor]:
-        """Stop every worker (``signum``, SIGKILL after ``timeout``; with ``short_grace``,
-        SIGKILL once the workers have been idle that long, see :meth:`_grace`), drain and
-        close the log, and wait for the GPU memory they held to come back. Returns the
-        processes that SIGKILL did not end within ``launch.kill_timeout`` (each one is an
-        event)."""
+    def stop(
+        self,
+        signum: int,
+        timeout: float,
+        *,
+        short_grace: float | None = None,
+        hurry: Callable[[], bool] | None = None,
+        wake_fds: Iterable[int] = (),
+    ) -> list[Survivor]:
+        """Stop every worker (``signum``, SIGKILL after ``timeout`` or once ``hurry()``
+        says so; with ``short_grace``, SIGKILL once the workers have been idle that long,
+        see :meth:`_grace`), drain and close the log, and wait for the GPU memory they held
+        to come back. Returns the processes that SIGKILL did not end within
+        ``launch.kill_timeout`` (each one is an event)."""
         launch = self._cfg.settings.launch
+        hurried: list[bool] = []
+
+        def hurry_seen() -> bool:
+            if hurry is not None and hurry():
+                hurried.append(True)
+            return bool(hurried)
+
         try:
             running = len(self.group.running())
+            given = timeout
             if short_grace is not None and running:
                 self.group.signal_groups(signum)
                 self._grace(short_grace, timeout)
-                timeout = 0.0
-            stuck = self.group.stop(signum, timeout, launch.kill_timeout)
+                given, timeout = short_grace, 0.0
+            stuck = self.group.stop(signum, timeout, launch.kill_timeout, hurry=hurry_seen, wake_fds=wake_fds)
             if running:
-                self._events.event(f"stopped {running} worker(s) with {signal_name(signum)}")
+                self._events.event(_stopped_line(running, self.group.killed, signum, given, bool(hurried)))
             for s in stuck:
                 self._events.event(
                     f"worker process survived SIGKILL for {launch.kill_timeout:g}s: {s.describe()}"
@@ -291,6 +307,17 @@ class CycleWorkers:
         self.group.kill_now()
         if self._app is not None:
             self._app.close()
+
+
+def _stopped_line(running: int, killed: int, signum: int, grace: float, hurried: bool) -> str:
+    """What stopping the workers took, SIGKILL said when it was needed."""
+    name = signal_name(signum)
+    if not killed:
+        return f"stopped {running} worker(s) with {name}"
+    why = f"on a second {name}" if hurried else f"still running {grace:g} s after {name}"
+    if killed == running:
+        return f"stopped {running} worker(s) with SIGKILL ({why})"
+    return f"stopped {running} worker(s): {running - killed} with {name}, {killed} with SIGKILL ({why})"
 
 
 __all__ = ["CycleWorkers"]

@@ -148,6 +148,7 @@ class WorkerGroup:
 
     workers: list[Worker] = field(default_factory=list)
     stuck: bool = False  # a stop gave up on processes that outlived SIGKILL: never wait again
+    killed: int = 0  # workers the last stop had to SIGKILL (still running at its deadline)
 
     @property
     def pids(self) -> list[int]:
@@ -201,18 +202,30 @@ class WorkerGroup:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(w.pid, signum)
 
-    def stop(self, signum: int, timeout: float, kill_timeout: float) -> list[Survivor]:
-        """``signum`` to each group, SIGKILL after ``timeout``; then wait at most
+    def stop(
+        self,
+        signum: int,
+        timeout: float,
+        kill_timeout: float,
+        *,
+        hurry: Callable[[], bool] | None = None,
+        wake_fds: Iterable[int] = (),
+    ) -> list[Survivor]:
+        """``signum`` to each group, SIGKILL after ``timeout`` (or as soon as ``hurry()``
+        says so, looked at whenever one of ``wake_fds`` is readable); then wait at most
         ``kill_timeout`` for the groups to go. Returns what is still there (a process in
-        uninterruptible sleep ignores even SIGKILL): nothing, normally."""
+        uninterruptible sleep ignores even SIGKILL): nothing, normally. ``killed`` says how
+        many needed the SIGKILL."""
+        wake = tuple(wake_fds)
         if self.running():
             self.signal_groups(signum)
             deadline = time.monotonic() + timeout
             while self.running():
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (hurry is not None and hurry()):
                     break
-                self.wait(min(left, 1.0))
+                self.wait(min(left, 1.0), wake)
+        self.killed = len(self.running())
         self.signal_groups(signal.SIGKILL)
         deadline = time.monotonic() + kill_timeout
         while True:
