@@ -6,23 +6,24 @@ shown as ``count  0-511,513-1023: text``, groups in the order of their first lin
 times) fold too; each number of the group is shown as its spread ``[lo..hi]``.
 
 The scan counts whole lines (rank prefix included) with ``collections.Counter``, which
-runs in C; Python runs once per *distinct* (rank, text) pair, when the groups are built.
-The count table is bounded (:data:`MAX_DISTINCT` entries): a log with more distinct lines
+runs in C; the distinct (rank, text) pairs are then folded by text with C-level calls
+too, and Python runs once per run of texts (rendering aside: once per text several ranks
+printed). The count table is bounded (:data:`MAX_DISTINCT` entries): a log with more distinct lines
 is collapsed window by window, each window's groups printed before the next starts, and
 the output says so; memory never grows with the file.
 """
 
 from __future__ import annotations
 
-import bisect
 import operator
 import re
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from itertools import chain, compress, repeat
+from itertools import chain, compress, groupby, repeat
 from operator import itemgetter
+from typing import cast
 
 from slurm_ft import logline
 from slurm_ft.logs.ranks import format_set
@@ -55,7 +56,7 @@ class Spread:
         return self.lo_text if self.lo_text == self.hi_text else f"[{self.lo_text}..{self.hi_text}]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """Lines that fold together: where they came from and how many there were."""
 
@@ -127,23 +128,58 @@ class Singles:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """Consecutive texts (in order of first appearance) that several ranks printed: one
+    line each, ``count ranks: text``; kept as plain lists, rendered in one loop."""
+
+    texts: list[bytes]  # the mark and the text; b"\\0" + the whole line when unranked
+    counts: list[int]
+    ranks: list[set[int | None]]
+
+    def render(self, count_width: int = 7) -> bytes:
+        fmt = f"%{count_width}d %s%s\n".encode()
+        out = []
+        for text, count, ranks in zip(self.texts, self.counts, self.ranks, strict=True):
+            if text.startswith(b"\0"):
+                text = b": " + text[1:]
+            out.append(fmt % (count, format_set(r for r in ranks if r is not None).encode() or b"?", text))
+        return b"".join(out)
+
+    def groups(self) -> Iterator[Group]:
+        for text, count, ranks in zip(self.texts, self.counts, self.ranks, strict=True):
+            group = Group(b"", text[1:]) if text.startswith(b"\0") else Group(text[:2], text[2:])
+            group.count = count
+            group.ranks = {r for r in ranks if r is not None}
+            group.unranked = count if None in ranks else 0
+            yield group
+
+
+@dataclass(frozen=True)
 class Window:
     """One window's groups and single lines, in order of first appearance; ``more`` says
     the count table filled up and another window follows."""
 
-    items: list[Group | Singles]
+    items: list[Group | Singles | Shared]
     more: bool
 
     def groups(self, rank_of: dict[bytes, int], prefix_length: int) -> Iterator[Group]:
         for item in self.items:
             if isinstance(item, Singles):
                 yield from item.groups(rank_of, prefix_length)
+            elif isinstance(item, Shared):
+                yield from item.groups()
             else:
                 yield item
 
 
 class Collapser:
-    """Feed pieces of whole lines; take the windows with :meth:`take` and :meth:`finish`."""
+    """Feed pieces of whole lines; take the windows with :meth:`take` and :meth:`finish`.
+
+    Per line: one ``Counter`` update of the whole line. Per window (``max_distinct``
+    pairs at most): the pairs folded by text (:meth:`_by_text`); texts one rank printed
+    are rebuilt as that rank's lines (:class:`Singles`), the rest listed with their rank
+    sets (:class:`Shared`), both by C-level calls.
+    """
 
     def __init__(self, world_size: int, mode: Mode = Mode.EXACT, max_distinct: int = MAX_DISTINCT) -> None:
         width = logline.rank_width(world_size)
@@ -153,6 +189,7 @@ class Collapser:
         self.rank_of = {
             logline.rank_prefix(r, width, mark): r for r in range(world_size) for mark in logline.MARKS
         }
+        self._digits = [f"{r:>{width}}".encode() for r in range(world_size)]
         self._counts: Counter[bytes] = Counter()
         self._ready: list[Window] = []
 
@@ -161,7 +198,7 @@ class Collapser:
         for piece in pieces:
             lines = piece.split(b"\n")
             lines.pop()
-            counts.update(lines)
+            counts.update(lines)  # whole lines: (rank, text) pairs, counted in C
             if len(counts) >= self.max_distinct:
                 self._ready.append(Window(self._items(), more=True))
                 counts.clear()
@@ -178,65 +215,50 @@ class Collapser:
             self._counts.clear()
         return ready
 
-    def _items(self) -> list[Group | Singles]:
-        """The window's groups. Python runs per group of lines several ranks printed
-        alike, not per distinct line: texts are sliced, counted and filtered by C-level
-        calls, and texts printed by one rank stay :class:`Singles`."""
-        keys = list(self._counts)  # in order of first appearance
-        counts = list(self._counts.values())
-        n = len(keys)
+    def _by_text(self) -> tuple[Counter[bytes], defaultdict[bytes, set[int | None]]]:
+        """The window's (rank, text) pairs folded by text: lines per text and the ranks
+        that printed it, in order of first appearance. C-level calls per distinct pair."""
+        pairs = list(self._counts)  # in order of first appearance
         p = self.prefix_length
-        texts = list(map(itemgetter(slice(p - 2, None)), keys))  # the mark and the text
-        ranks = list(map(self.rank_of.get, map(itemgetter(slice(0, p)), keys)))
-        for i in compress(range(n), map(operator.is_, ranks, repeat(None))):
-            texts[i] = b"\0" + keys[i]  # not in the rank format: grouped as a whole line
-        first: dict[bytes, int] = {}
-        deque(map(first.setdefault, texts, range(n)), maxlen=0)  # text -> first key, in order
-        per_text = Counter(texts)  # how many keys (ranks) printed each text
-        if self.mode is Mode.NUMBERS:  # every text goes through the number folding
-            group_texts = list(first)
-            shared = list(range(n))
-        else:
-            group_texts = list(compress(first, map(operator.lt, repeat(1), map(per_text.__getitem__, first))))
-            shared = list(compress(range(n), map(operator.lt, repeat(1), map(per_text.__getitem__, texts))))
-        group_of = dict(zip(group_texts, range(len(group_texts)), strict=True))
-        rank_sets: list[set[int | None]] = [set() for _ in group_texts]
-        shared_texts = list(map(texts.__getitem__, shared))
-        deque(
-            map(
-                set.add,
-                map(rank_sets.__getitem__, map(group_of.__getitem__, shared_texts)),
-                map(ranks.__getitem__, shared),
-            ),
-            maxlen=0,
-        )
-        lines_per_text = Counter(
-            chain.from_iterable(map(repeat, shared_texts, map(counts.__getitem__, shared)))
-        )
-        found: list[tuple[int, Group]] = []
-        for k, text in enumerate(group_texts):
-            group = Group(b"", text[1:]) if text.startswith(b"\0") else Group(text[:2], text[2:])
-            group.count = lines_per_text[text]
-            got = rank_sets[k]
-            if None in got:
-                group.unranked = group.count
-            group.ranks = {r for r in got if r is not None}
-            found.append((first[text], group))
+        texts = list(map(itemgetter(slice(p - 2, None)), pairs))  # the mark and the text
+        ranks = list(map(self.rank_of.get, map(itemgetter(slice(0, p)), pairs)))
+        if None in ranks:  # not in the rank format (a torn write): keep the whole line
+            for k in compress(range(len(ranks)), map(operator.is_, ranks, repeat(None))):
+                texts[k] = b"\0" + pairs[k]
+        by_text: defaultdict[bytes, set[int | None]] = defaultdict(set)
+        deque(map(set.add, map(by_text.__getitem__, texts), ranks), maxlen=0)
+        lines = Counter(chain.from_iterable(map(repeat, texts, self._counts.values())))
+        return lines, by_text
+
+    def _items(self) -> list[Group | Singles | Shared]:
+        lines, by_text = self._by_text()
+        texts = list(by_text)
+        counts = list(map(lines.__getitem__, texts))
+        rank_sets = list(by_text.values())
         if self.mode is Mode.NUMBERS:
-            return list(_by_numbers([g for _, g in found]))
-        single_idx = list(compress(range(n), map(operator.eq, repeat(1), map(per_text.__getitem__, texts))))
-        items: list[Group | Singles] = []
-        taken = 0
-        bounds: list[tuple[int, Group | None]] = [*found, (n, None)]
-        for first_key, next_group in bounds:
-            upto = bisect.bisect_left(single_idx, first_key, taken)
-            if upto > taken:
-                run = single_idx[taken:upto]
-                items.append(Singles(list(map(counts.__getitem__, run)), list(map(keys.__getitem__, run))))
-                taken = upto
-            if next_group is not None:
-                items.append(next_group)
+            shared = Shared(texts, counts, rank_sets)
+            return list(_by_numbers(list(shared.groups())))
+        alone = list(map(operator.eq, map(len, rank_sets), repeat(1)))  # one rank printed it
+        items: list[Group | Singles | Shared] = []
+        start = 0
+        for is_alone, run in groupby(alone):  # runs: Python per run, not per text
+            end = start + len(list(run))
+            if is_alone:
+                items.append(self._singles(texts[start:end], counts[start:end], rank_sets[start:end]))
+            else:
+                items.append(Shared(texts[start:end], counts[start:end], rank_sets[start:end]))
+            start = end
         return items
+
+    def _singles(self, texts: list[bytes], counts: list[int], rank_sets: list[set[int | None]]) -> Singles:
+        """Texts one rank printed: each line rebuilt as written (rank digits, mark, text)."""
+        ranks = list(map(set.pop, rank_sets))  # each holds one rank (and is not needed after)
+        if None in ranks:  # a whole line kept as it was (not in the rank format)
+            lines = [t[1:] if r is None else self._digits[r] + t for r, t in zip(ranks, texts, strict=True)]
+        else:
+            ranked = cast(list[int], ranks)  # no None in it
+            lines = list(map(bytes.__add__, map(self._digits.__getitem__, ranked), texts))
+        return Singles(counts, lines)
 
 
 def _by_numbers(groups: list[Group]) -> list[Group]:
@@ -264,7 +286,7 @@ def render(window: Window, count_width: int = 7, limit: int = MAX_DISTINCT) -> I
     """``   2046 0-511,513-1023: text`` per group (``uniq -c`` style); a line one rank
     printed is shown as written, after its count."""
     for item in window.items:
-        if isinstance(item, Singles):
+        if isinstance(item, Singles | Shared):
             yield item.render(count_width)
             continue
         ranks = item.rank_set or "?"

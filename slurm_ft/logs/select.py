@@ -25,7 +25,7 @@ from pathlib import Path
 from slurm_ft import logline
 from slurm_ft.logs import ranks as ranks_mod
 
-BLOCK_SIZE = 4 << 20
+BLOCK_SIZE = 1 << 20  # measured: 4 MiB blocks read a third slower (they leave the CPU's caches)
 MERGE_BLOCK_SIZE = 256 << 10  # several files: smaller blocks interleave them more finely
 _REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
 
