@@ -25,6 +25,7 @@ BOTTOM = {
     "atomicfile",
     "privatefiles",
     "childprobe",
+    "logline",
 }
 # What each room may not import (a room is the first name below slurm_ft).
 FORBIDDEN = {
@@ -35,6 +36,7 @@ FORBIDDEN = {
     "health": {"launch", "cli"},
     "topology": {"launch", "cli"},
     "launch": {"cli"},
+    "logs": {"launch", "cli"},
 }
 
 
