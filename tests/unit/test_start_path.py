@@ -125,3 +125,22 @@ def test_settings_types_are_read_from_evaluated_annotations():
     assert config.KEY_TYPES["launch.max_restarts"] is int
     assert config.KEY_TYPES["health.nic_mode"] == Literal["absolute", "transition"]
     assert config.apply(config.Settings(), {"launch.max_restarts": "7"}).launch.max_restarts == 7
+
+
+def test_selecting_log_lines_loads_neither_rich_nor_torch_nor_the_launcher(tmp_path):
+    from slurm_ft import atomicfile
+    from slurm_ft.records import CycleOutcome, CycleRecord, LogFile
+    from slurm_ft.statedir import StateDir
+
+    log = tmp_path / "job_cycle0.log"
+    log.write_text("0: hello\n1: world\n")
+    rec = CycleRecord(0, 0, 0, "r", "u" * 32, 0.0, ["n0"], 2, 2, "n0", 1, CycleOutcome.SUCCEEDED)
+    rec.log_files = [LogFile(str(log)).to_json()]
+    atomicfile.write_json(StateDir(tmp_path / "state").cycle_record(0), rec.to_json())
+    code = (
+        "from slurm_ft.cli import logs\n"
+        f"assert logs.main(['--state-dir', {str(tmp_path / 'state')!r}, '--rank', '1']) == 0\n"
+    )
+    loaded = _loaded_after(code)
+    assert "slurm_ft.logs.select" in loaded  # the probe did select
+    assert not {"rich", "torch", "slurm_ft.launch", "numpy"} & loaded
