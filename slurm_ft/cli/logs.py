@@ -315,6 +315,8 @@ def _follow(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
         out.flush()
         print(f"{PROG}: {text}", file=sys.stderr, flush=True)
 
+    if not logs.files:
+        _files(logs, None)  # says why there is nothing to follow
     if args.tail is not None:
         _select(args, logs, out)
         out.flush()

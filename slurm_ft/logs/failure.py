@@ -102,6 +102,20 @@ def rank_lines(logs: CycleLogs, rank: int, keep: int, node: str | None) -> tuple
     return list(tail), traceback
 
 
+def node_lines(logs: CycleLogs, node: str, keep: int) -> list[bytes]:
+    """The last ``keep`` lines the ranks of ``node`` printed (launcher notes left out)."""
+    files = [Path(f.path) for f in logs.files_of({node})]
+    files = [p for p in files if _size(p) is not None]
+    ranks = frozenset(logs.ranks_of(node))
+    filt = select.LineFilter(select.Selection(ranks=ranks), logs.world_size)
+    notes = {logline.rank_prefix(r, logs.width, logline.NOTE_MARK) for r in ranks}
+    p = logs.prefix_length
+    tail: deque[bytes] = deque(maxlen=keep)
+    for block in select.merged_blocks(files, [_size(f) or 0 for f in files]) if files else ():
+        tail.extend(line for line in select.lines_of(filt.pieces(block)) if line[:p] not in notes)
+    return list(tail)
+
+
 def _stack_groups(logs: CycleLogs, ranks: list[int]) -> tuple[list[StackGroup], list[int]]:
     """Ranks whose stacks differ only in thread addresses (each process has its own) are
     one group, shown with the stack of its first rank."""
@@ -143,6 +157,9 @@ def explain(logs: CycleLogs, failed_cycles: list[int], keep: int = 20) -> Failur
         err = logs.state.error_file(rec.cycle, failure.rank)
         if _size(err) is not None:
             view.files.append((str(err), _size(err)))
+    elif failure.kind is not FailureKind.HANG and logs.ranks_of(failure.node):
+        # a lost node, its NIC, its launcher: what its ranks printed last
+        view.last_lines = [x.decode(errors="replace") for x in node_lines(logs, failure.node, keep)]
     if failure.kind is FailureKind.HANG:
         hung = failure.hung_ranks or list(range(logs.world_size))
         view.stacks, view.stacks_missing = _stack_groups(logs, hung)

@@ -151,7 +151,8 @@ def failure_text(view: FailureView, out: TextIO, *, job_hint: str) -> None:
     console.print(table)
     out.flush()
     if view.last_lines:
-        print(f"\n--- last {len(view.last_lines)} lines of rank {f.rank}:", file=out)
+        whose = f"rank {f.rank}" if f.rank is not None else f"the ranks on {f.node}"
+        print(f"\n--- last {len(view.last_lines)} lines of {whose}:", file=out)
         for line in view.last_lines:
             print(line, file=out)
     if view.traceback:

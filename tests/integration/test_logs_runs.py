@@ -209,3 +209,26 @@ def test_following_moves_on_to_the_next_cycle_at_a_restart_and_ends_with_the_job
     assert shown.index("1: ValueError: bad batch on rank 1") < shown.index("1: cycle 1 step 0 loss 1.00")
     said = err.read_text()
     assert "cycle 0 ended; following cycle 1" in said and "outcome is written" in said
+
+
+@pytest.mark.timeout(120)
+def test_a_lost_node_shows_what_its_ranks_printed_last(tmp_path):
+    args = [*BASE, "--applog-prefix", str(tmp_path / "logs" / "job.log")]
+    job = SimJob(tmp_path, 2, args, [str(WORKER), "--go-file", str(tmp_path / "never")]).start()
+    log = tmp_path / "logs" / "job_cycle0.log"
+    try:
+        wait_until(
+            lambda: log.exists() and all(f"{r}: cycle 0 tick" in log.read_text() for r in range(4)),
+            60,
+            message="every rank ticking\n" + job.dump(),
+        )
+        job.node(1).proc.kill()
+        wait_until(lambda: job.node(0).proc.poll() is not None, 30, message="node0 ends\n" + job.dump())
+    finally:
+        job.kill()
+    res = logs(job, "--failure", "--tail", "5")
+    assert res.returncode == 0, res.stderr
+    assert "lost-node" in res.stdout
+    section = res.stdout.split("--- last 5 lines of the ranks on node1:", 1)[1].split("\n---", 1)[0]
+    shown = [line for line in section.splitlines() if line]
+    assert len(shown) == 5 and all(line.split(":")[0] in ("2", "3") for line in shown), shown
