@@ -85,6 +85,7 @@ class LineFilter:
         self._fixed: bytes | None = None
         self._regex: re.Pattern[bytes] | None = None
         self._per_line = False
+        self._words: tuple[bytes, ...] = ()
         if selection.pattern is not None:
             text = selection.pattern
             if not (_REGEX_CHARS & set(text)):
@@ -92,6 +93,11 @@ class LineFilter:
             else:
                 self._regex = re.compile(text.encode(errors="surrogateescape"), re.MULTILINE)
                 self._per_line = "^" in text
+                words = text.split("|")
+                if all(w and not (_REGEX_CHARS & set(w)) for w in words):
+                    # ``loss|NaN``: the regex engine tries every position for an
+                    # alternation; each word is found by bytes.find instead
+                    self._words = tuple(w.encode() for w in words)
         self.everything = ranks is None and selection.pattern is None
 
     # ------------------------------------------------------------------ per block
@@ -151,12 +157,21 @@ class LineFilter:
 
     def _search(self, block: bytes) -> list[bytes]:
         out: list[bytes] = []
-        fixed, regex = self._fixed, self._regex
+        fixed, regex, words = self._fixed, self._regex, self._words
         pos, n = 1, len(block)
         run_start = run_end = -1
+        next_at = [-1] * len(words)  # each word's next hit at or after pos (n: none left)
         while pos < n:
             if fixed is not None:
                 hit = block.find(fixed, pos)
+            elif words:
+                for k, word in enumerate(words):
+                    if next_at[k] < pos:
+                        found = block.find(word, pos)
+                        next_at[k] = found if found >= 0 else n
+                hit = min(next_at)
+                if hit >= n:
+                    hit = -1
             else:
                 assert regex is not None
                 m = regex.search(block, pos)

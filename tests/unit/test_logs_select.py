@@ -60,7 +60,9 @@ rank_sets = st.one_of(
     st.sets(st.integers(0, WORLD - 1), max_size=10).map(frozenset),  # few: the lines are found
     st.sets(st.integers(0, WORLD - 1), min_size=100).map(frozenset),  # most: the rest is left out
 )
-patterns = st.sampled_from([None, "17", "loss", "^Traceback", "full$", r"\d+\.\d", "[Ee]rror", "✓", "^$"])
+patterns = st.sampled_from(
+    [None, "17", "loss", "^Traceback", "full$", r"\d+\.\d", "[Ee]rror", "✓", "^$", "loss|disk|17", "same|ünï"]
+)
 
 
 @settings(max_examples=150, deadline=None)
