@@ -15,6 +15,7 @@ the output says so; memory never grows with the file.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections import Counter, defaultdict, deque
@@ -45,12 +46,6 @@ class Spread:
     hi: float
     lo_text: str
     hi_text: str
-
-    def add(self, value: float, text: str) -> None:
-        if value < self.lo:
-            self.lo, self.lo_text = value, text
-        if value > self.hi:
-            self.hi, self.hi_text = value, text
 
     def show(self) -> str:
         return self.lo_text if self.lo_text == self.hi_text else f"[{self.lo_text}..{self.hi_text}]"
@@ -236,8 +231,7 @@ class Collapser:
         counts = list(map(lines.__getitem__, texts))
         rank_sets = list(by_text.values())
         if self.mode is Mode.NUMBERS:
-            shared = Shared(texts, counts, rank_sets)
-            return list(_by_numbers(list(shared.groups())))
+            return list(_by_numbers(texts, counts, rank_sets))
         alone = list(map(operator.eq, map(len, rank_sets), repeat(1)))  # one rank printed it
         items: list[Group | Singles | Shared] = []
         start = 0
@@ -261,25 +255,31 @@ class Collapser:
         return Singles(counts, lines)
 
 
-def _by_numbers(groups: list[Group]) -> list[Group]:
-    """Groups whose texts differ only in numbers become one, with each number's spread."""
-    merged: dict[tuple[bytes, tuple[bytes, ...]], Group] = {}
-    for g in groups:
-        template = tuple(NUMBER.split(g.text))
-        values = NUMBER.findall(g.text)
-        key = (g.mark, template)
-        into = merged.get(key)
-        if into is None:
-            into = merged[key] = Group(g.mark, g.text, set(g.ranks), 0, template)
-            into.spreads = [Spread(float(v), float(v), v.decode(), v.decode()) for v in values]
-        else:
-            into.ranks |= g.ranks
-            assert into.spreads is not None
-            for spread, v in zip(into.spreads, values, strict=False):
-                spread.add(float(v), v.decode())
-        into.count += g.count
-        into.unranked += g.unranked
-    return list(merged.values())
+def _by_numbers(texts: list[bytes], counts: list[int], rank_sets: list[set[int | None]]) -> list[Group]:
+    """Texts that differ only in numbers become one group, with each number's spread.
+    The texts are templated, grouped and their numbers found by C-level calls; Python
+    runs once per template."""
+    templates = list(map(functools.partial(NUMBER.sub, b"\0"), texts))
+    members: defaultdict[bytes, list[int]] = defaultdict(list)
+    deque(map(list.append, map(members.__getitem__, templates), range(len(texts))), maxlen=0)
+    values = list(map(NUMBER.findall, texts))
+    out = []
+    for idx in members.values():  # in order of first appearance
+        first = texts[idx[0]]
+        group = Group(b"", first[1:]) if first.startswith(b"\0") else Group(first[:2], first[2:])
+        group.count = sum(map(counts.__getitem__, idx))
+        ranks: set[int | None] = set().union(*map(rank_sets.__getitem__, idx))
+        if None in ranks:
+            group.unranked = group.count
+            ranks.discard(None)
+        group.ranks = cast(set[int], ranks)  # None was discarded
+        group.template = tuple(NUMBER.split(group.text))
+        group.spreads = []
+        for column in zip(*map(values.__getitem__, idx), strict=True):
+            lo, hi = min(column, key=float), max(column, key=float)
+            group.spreads.append(Spread(float(lo), float(hi), lo.decode(), hi.decode()))
+        out.append(group)
+    return out
 
 
 def render(window: Window, count_width: int = 7, limit: int = MAX_DISTINCT) -> Iterator[bytes]:

@@ -43,7 +43,7 @@ def crash_once(tmp_path_factory) -> SimJob:
     """One node, two ranks: rank 1 fails with a traceback in cycle 0, cycle 1 succeeds."""
     tmp = tmp_path_factory.mktemp("crash")
     args = [*BASE, "--applog-prefix", str(tmp / "logs" / "job.log"), "--max-restarts", "1"]
-    worker = [str(WORKER), "--crash-rank", "1", "--lines", "6"]
+    worker = [str(WORKER), "--crash-rank", "1", "--lines", "6", "--sync-dir", str(tmp / "printed")]
     return finished(SimJob(tmp, 1, args, worker), [0])
 
 
