@@ -3,14 +3,15 @@
 A 1,024-rank training log as the launcher writes it (1 GB; 128 MB with ``--quick``):
 every rank prints the same warnings and a per-step line that is alike across ranks, rank
 0 prints the loss, every rank now and then a line of its own; a rank's lines come in short
-runs, as the launcher's reads give them. Each command reads the whole file, warm in the
-page cache, output to /dev/null; the figure is the file size over the median wall time,
-the process's start included. ``grep -c -F`` searching the same file is the physical
-reference (what a plain C scan costs on this machine; ``-c`` because GNU grep stops at the
-first match when its output is /dev/null), and the peak memory (max RSS) of
-each command is reported, which must not grow with the file.
+runs, as the launcher's reads give them (``--per-rank-numbers``: each rank's per-step line
+carries its own step time, the hard case for ``--collapse``). Each command reads the whole
+file, warm in the page cache, and writes its output to a file (not /dev/null: GNU grep
+stops at the first match when its output is /dev/null); the figure is the file size over
+the median wall time, the process's start included. ``grep -F`` on the same file is the
+physical reference (what a plain C scan costs on this machine at that moment), and each
+command's peak memory (max RSS) is reported, which must not grow with the file.
 
-    python -m benchmarks.logs_throughput [--size-mb N] [--runs N] [--keep FILE]
+    python -m benchmarks.logs_throughput [--size-mb N] [--runs N] [--dir D] [--per-rank-numbers]
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ NOTES = [
 ]
 
 
-def generate(path: Path, size: int, seed: int = 9) -> int:
-    """Write a cycle file of about ``size`` bytes; returns the bytes written."""
+def generate(path: Path, size: int, seed: int = 9, per_rank_numbers: bool = False) -> int:
+    """Write a cycle file of about ``size`` bytes; returns the bytes written. With
+    ``per_rank_numbers`` each rank's per-step line carries its own step time, so about half
+    the lines are distinct (the hard case for ``--collapse``; ``=numbers`` folds them)."""
     rnd = random.Random(seed)
     width = len(str(WORLD - 1))
     prefixes = [f"{r:>{width}}: ".encode() for r in range(WORLD)]
@@ -60,7 +63,8 @@ def generate(path: Path, size: int, seed: int = 9) -> int:
             for r in order:
                 p = prefixes[r]
                 out.append(p + WARNINGS[step % 2] + b"\n")
-                out.append(p + f"iteration {step} done in {rnd.randrange(180, 420)} ms".encode() + b"\n")
+                took = f" in {rnd.randrange(180, 420)} ms" if per_rank_numbers else ""
+                out.append(p + f"iteration {step} done{took}".encode() + b"\n")
                 if r == 0:
                     loss = 4.0 / (1 + step / 500) + rnd.random() * 0.01
                     out.append(p + f"step {step} loss {loss:.4f} lr 3.0e-04 tokens/s 181234".encode() + b"\n")
@@ -104,10 +108,12 @@ def _state_dir(root: Path, log: Path) -> Path:
     return state.path
 
 
-def _run_rss(cmd: list[str], env: dict[str, str] | None) -> tuple[float, int]:
+def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one run. Output goes to a file, not /dev/null:
+    GNU grep stops at the first match when its output is /dev/null (even with -c)."""
     t0 = time.perf_counter()
-    with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(cmd, stdout=null, stderr=subprocess.PIPE, env=env)
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, env=env)
         assert proc.stderr is not None
         err = proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -125,28 +131,34 @@ def commands(tool: str, state: Path, log: Path) -> dict[str, list[str]]:
         f"--grep '{GREP_TEXT}'": [*base, "--grep", GREP_TEXT],
         "--collapse": [*base, "--collapse"],
         "--collapse=numbers": [*base, "--collapse=numbers"],
-        f"grep -F '{GREP_TEXT}'": ["grep", "-c", "-F", GREP_TEXT, str(log)],
+        f"grep -F '{GREP_TEXT}'": ["grep", "-F", GREP_TEXT, str(log)],
     }
 
 
 def measure(
-    tool: str, work: Path, size: int, runs: int, env: dict[str, str] | None
+    tool: str,
+    work: Path,
+    size: int,
+    runs: int,
+    env: dict[str, str] | None,
+    per_rank_numbers: bool = False,
 ) -> tuple[int, dict[str, list[float]], dict[str, int]]:
-    log = work / "job_cycle0.log"
-    written = generate(log, size)
+    log, out = work / "job_cycle0.log", work / "out"
+    written = generate(log, size, per_rank_numbers=per_rank_numbers)
     state = _state_dir(work, log)
     cmds = commands(tool, state, log)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
     rss: dict[str, int] = {name: 0 for name in cmds}
     try:
-        _run_rss(next(iter(cmds.values())), env)  # warm the page cache and the bytecode
+        _run_rss(next(iter(cmds.values())), env, out)  # warm the page cache and the bytecode
         for _ in range(runs):
             for name, cmd in cmds.items():  # interleaved: a load spike hits every contender
-                wall, peak = _run_rss(cmd, env)
+                wall, peak = _run_rss(cmd, env, out)
                 walls[name].append(wall)
                 rss[name] = max(rss[name], peak)
     finally:
         log.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)
     return written, walls, rss
 
 
@@ -189,11 +201,13 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where the file is made (default: a temp dir in /tmp)")
+    parser.add_argument("--per-rank-numbers", action="store_true", help="the hard case for --collapse")
     args = parser.parse_args()
     tool = str(Path(sys.executable).parent / "slurm-ft-logs")
     with tempfile.TemporaryDirectory(prefix="slurm-ft-bench-logs-", dir=args.dir) as tmp:
         t0 = time.monotonic()
-        written, walls, rss = measure(tool, Path(tmp), args.size_mb * 1_000_000, args.runs, None)
+        size = args.size_mb * 1_000_000
+        written, walls, rss = measure(tool, Path(tmp), size, args.runs, None, args.per_rank_numbers)
         print(
             f"file: {written / 1e6:.0f} MB, {args.runs} runs each "
             f"(made and measured in {time.monotonic() - t0:.0f} s)"
