@@ -296,11 +296,17 @@ class ProgressReading:
         return dataclasses.asdict(self)
 
 
-def append_reading(path: Path, reading: ProgressReading) -> None:
+def append_reading(
+    path: Path, reading: ProgressReading, add: Callable[[Path, bytes], None] | None = None
+) -> None:
     """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
-    at worst a torn last line after a crash, which it skips."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    at worst a torn last line after a crash, which it skips. ``add``: how the line is
+    appended (the launcher's is bounded in time, ``launch.stateio``)."""
     line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+    if add is not None:
+        add(path, line)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, line)

@@ -69,6 +69,13 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
     if it.request.notes:
         print(f"{PROG}: note: {'; '.join(it.request.notes)}", file=sys.stderr)
     cfg = _agent_config(it.ns, env, job, settings, cwd)
+    # Before anything looks at the state dir: on a dead mount that look would never return.
+    from slurm_ft.launch.stateio import unanswered
+
+    dead = unanswered(cfg.state.path, cfg.job.node_name, cfg.settings.launch.write_timeout)
+    if dead is not None:  # a dead mount: the node is unhealthy, not the input bad
+        print(f"{PROG}: unhealthy: {dead}; exiting {int(ExitCode.UNHEALTHY)}", file=sys.stderr)
+        return int(ExitCode.UNHEALTHY)
     if it.ns.dry_run:
         from slurm_ft.cli import dryrun
         from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
@@ -76,12 +83,6 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         dryrun.write(cfg, sys.stdout, secret_in_env=bool(env.get(SECRET_ENV)))
         sys.stdout.flush()
         return 0
-    from slurm_ft.launch.stateio import unanswered
-
-    dead = unanswered(cfg.state.path, cfg.job.node_name, cfg.settings.launch.write_timeout)
-    if dead is not None:  # a dead mount: the node is unhealthy, not the input bad
-        print(f"{PROG}: unhealthy: {dead}; exiting {int(ExitCode.UNHEALTHY)}", file=sys.stderr)
-        return int(ExitCode.UNHEALTHY)
     _check_state_dir(cfg.state.path)
     return _launch(_for_launch(cfg, env))
 

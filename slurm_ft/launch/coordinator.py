@@ -294,7 +294,9 @@ class Coordinator:
     def watch_job(self, threads: BackgroundSet, hangs: hang.NodeWatch) -> None:
         """Once the background threads run: the judge of the job as a whole."""
         self.threads = threads
-        self.jury = JobJudge(self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock)
+        self.jury = JobJudge(
+            self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock, self.books.io.add_line
+        )
 
     def judge(self, i: int) -> Failure | None:
         return self.jury.judge(i, self.nodes) if self.jury is not None else None

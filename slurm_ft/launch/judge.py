@@ -21,7 +21,6 @@ from slurm_ft.progress import sources
 from slurm_ft.records import Failure, FailureKind, node_name
 from slurm_ft.settingsyntax import SourceSpec
 
-
 # How often node 0 looks at the progress source for the report's timed readings (and the
 # iteration timeout, when one is set, at least this often): the start-up and lost-work
 # stretches of a cycle are known to about this much.
@@ -38,7 +37,10 @@ class JobJudge:
         events: EventLog,
         book: spares.SpareBook | None,
         clock: Callable[[], float] = time.time,
+        add_line: Callable[[Path, bytes], None] | None = None,
     ) -> None:
+        """``add_line``: how a line is appended to the state dir (the launcher's is bounded
+        in time: a state dir on a dead mount must not keep a thread, and so the process)."""
         self.cfg = cfg
         self.client = client
         self.threads = threads
@@ -51,7 +53,7 @@ class JobJudge:
         spec = progress.configured_source(cfg.settings.progress)
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
             period = min(hangs.limits.period, READINGS_PERIOD_S)
-            on_change = partial(_keep_reading, cfg.state.progress_readings, clock)
+            on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
             self.iterations = hang.IterationWatch(partial(_progress_mark, spec), period, on_change=on_change)
             self.iterations.start()
 
@@ -107,11 +109,17 @@ class JobJudge:
             self.iterations.stop()
 
 
-def _keep_reading(path: Path, clock: Callable[[], float], step: int, mark: str | None) -> None:
+def _keep_reading(
+    path: Path,
+    clock: Callable[[], float],
+    add_line: Callable[[Path, bytes], None] | None,
+    step: int,
+    mark: str | None,
+) -> None:
     """Append one timed reading; a state dir that cannot take it costs the report its
     split of the cycles, never the job its watch."""
     with contextlib.suppress(OSError):
-        records.append_reading(path, records.ProgressReading(clock(), step, mark))
+        records.append_reading(path, records.ProgressReading(clock(), step, mark), add_line)
 
 
 def _progress_mark(spec: SourceSpec) -> tuple[int, str | None] | None:

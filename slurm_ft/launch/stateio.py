@@ -53,11 +53,7 @@ class StateIO:
         self.node = node
         self.timeout = timeout
         self._on_event = on_event
-        if scribe is None:
-            from slurm_ft.scribe import needs_scribe
-
-            scribe = needs_scribe(root)
-        self.scribed = scribe
+        self._scribed = scribe  # None: decided at the first use (reads mountinfo)
         self._scribe: Scribe | None = None
         self._lock = threading.RLock()
         self.pending: dict[Path, tuple[bytes, bool]] = {}
@@ -65,6 +61,15 @@ class StateIO:
         self._said_stall = False
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def scribed(self) -> bool:
+        """Whether the state dir's files go through a scribe child (off local disks)."""
+        if self._scribed is None:
+            from slurm_ft.scribe import needs_scribe
+
+            self._scribed = needs_scribe(self.root)
+        return self._scribed
 
     def _child(self) -> Scribe:
         if self._scribe is None:

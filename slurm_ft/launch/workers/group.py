@@ -222,8 +222,11 @@ class CycleWorkers:
                 continue
             path = self._cfg.state.stacks_file(self.cycle, rank)
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                if self.io is not None:  # bounded: kept in memory while the state dir stalls
+                    self.io.write_bytes(path, text.encode())
+                else:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
             except OSError as exc:
                 self._events.event(f"cannot keep the stacks of rank {rank} in {path}: {exc.strerror or exc}")
             self._events.event(f"stacks of rank {rank} kept in {path} ({why})")
