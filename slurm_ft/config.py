@@ -20,7 +20,7 @@ again (some 70 small compilations, a few ms of every command's start).
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -408,7 +408,10 @@ def env_values(env: Mapping[str, str]) -> dict[str, str]:
         if name in by_env:
             out[by_env[name]] = value
         elif name.startswith(section_prefixes):
-            raise ConfigError(f"environment variable {name}: unknown setting")
+            section = next(p for p in section_prefixes if name.startswith(p))
+            raise ConfigError(
+                f"environment variable {name}: unknown setting{did_you_mean(name, by_env, section)}"
+            )
     return out
 
 
@@ -420,19 +423,61 @@ def load(
     env: Mapping[str, str],
     config_file: str | None = None,
     cli: Mapping[str, Any] | None = None,
+    cli_names: Mapping[str, str] | None = None,
 ) -> Settings:
     """Build the effective settings. ``cli`` holds only options the user actually gave.
 
     ``config_file`` defaults to ``$SLURM_FT_CONFIG`` when the command line names none.
+    A value that cannot be used is reported with where it came from: the file and its key,
+    the environment variable, or the option (``cli_names``: setting key -> option).
     """
     settings = Settings()
     path = config_file or env.get(CONFIG_ENV) or None
     if path:
-        settings = apply(settings, read_yaml(path))
-    settings = apply(settings, env_values(env))
+        settings = _layer(settings, read_yaml(path), lambda key: f"config file {path}: {YAML_ROOT}.{key}")
+    settings = _layer(settings, env_values(env), lambda key: f"environment variable {env_name(key)}")
     if cli:
-        settings = apply(settings, {k: v for k, v in cli.items() if v is not None})
+        names = cli_names or {}
+        settings = _layer(
+            settings,
+            {k: v for k, v in cli.items() if v is not None},
+            lambda key: names.get(key, f"{YAML_ROOT}.{key}"),
+        )
     return settings
+
+
+def _layer(settings: Settings, values: Mapping[str, Any], source: Callable[[str], str]) -> Settings:
+    """``apply`` one layer a key at a time, so that an error names the key's source."""
+    for key, raw in values.items():
+        if key not in KEY_TYPES:
+            section = f"{YAML_ROOT}.{key.split('.', 1)[0]}." if "." in key else f"{YAML_ROOT}."
+            near = did_you_mean(f"{YAML_ROOT}.{key}", [f"{YAML_ROOT}.{k}" for k in KEY_TYPES], section)
+            raise ConfigError(f"{source(key)}: unknown setting{near}")
+        try:
+            settings = apply(settings, {key: raw})
+        except ConfigError as exc:
+            own, text, where = f"{YAML_ROOT}.{key}", str(exc), source(key)
+            if where != own:
+                text = (
+                    f"{where}: {text[len(own) + 2 :]}"
+                    if text.startswith(own + ": ")
+                    else f"{text} (set by {where})"
+                )
+            raise ConfigError(text) from None
+    return settings
+
+
+def did_you_mean(word: str, known: Iterable[str], prefix: str = "") -> str:
+    """`` (did you mean X?)`` for the nearest known spelling, or "" when none is near.
+    Only what follows the shared ``prefix`` is compared (``SLURM_FT_HEALTH_COLOUR`` is not
+    near ``SLURM_FT_HEALTH_SCONTROL`` for sharing a long start)."""
+    import difflib  # only on this error path
+
+    tails = {k[len(prefix) :]: k for k in known if k.startswith(prefix)}
+    tail = word[len(prefix) :]
+    longer = [t for t in tails if tail and t.startswith(tail)]  # an abbreviation
+    close = longer if len(longer) == 1 else difflib.get_close_matches(tail, list(tails), n=1, cutoff=0.75)
+    return f" (did you mean {tails[close[0]]}?)" if close else ""
 
 
 def as_dict(settings: Settings) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from slurm_ft import config, privatefiles, statedir
 from slurm_ft.cli.entry import collect_from_now_on
-from slurm_ft.cli.launchoptions import PROG, Interpreted, interpret
+from slurm_ft.cli.launchoptions import PROG, Interpreted, interpret, option_names
 from slurm_ft.cli.usage import UsageError
 from slurm_ft.compat.errors import CompatError
 from slurm_ft.exitcodes import ExitCode
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except BAD_INPUT as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
+    except BrokenPipeError:  # --dry-run | head: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.SUCCESS)
 
 
 def _main(args: list[str], env: Mapping[str, str]) -> int:
@@ -76,6 +79,8 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
     if dead is not None:  # a dead mount: the node is unhealthy, not the input bad
         print(f"{PROG}: unhealthy: {dead}; exiting {int(ExitCode.UNHEALTHY)}", file=sys.stderr)
         return int(ExitCode.UNHEALTHY)
+    if cfg.state.path.exists() and not cfg.state.path.is_dir():
+        raise UsageError(f"state dir {cfg.state.path} is a file, not a directory")
     if it.ns.dry_run:
         from slurm_ft.cli import dryrun
         from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
@@ -103,7 +108,7 @@ def _topology(it: Interpreted, env: Mapping[str, str]) -> SlurmJob:
 def _settings_for(it: Interpreted, env: Mapping[str, str], job: SlurmJob) -> config.Settings:
     from slurm_ft.compat import torchrun
 
-    settings = config.load(env, it.ns.config, it.cli)
+    settings = config.load(env, it.ns.config, it.cli, option_names())
     extra: dict[str, object] = {}
     if it.ft is not None and (it.ft.checks_on or it.ft.checks_off) and it.ns.health_checks is None:
         from slurm_ft.compat import ftlauncher
@@ -169,6 +174,8 @@ def _health_enabled(checks: Sequence[str]) -> bool:
 def _entry(ns: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Entry:
     args = tuple(ns.args)
     if ns.module:
+        if not _module_found(ns.target, cwd):
+            raise UsageError(f"module not found: {ns.target} (python -m {ns.target} in {cwd} would fail)")
         return Entry("module", ns.target, args)
     if ns.no_python:
         target = ns.target
@@ -182,6 +189,25 @@ def _entry(ns: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Entry:
     if not Path(cwd, ns.target).is_file():
         raise UsageError(f"training script not found: {ns.target}")
     return Entry("script", ns.target, args)
+
+
+def _module_found(name: str, cwd: str) -> bool:
+    """Whether ``python -m name`` run in ``cwd`` would find the module's top-level package,
+    looked up the way that interpreter will (``cwd`` first on the path), importing nothing:
+    a misspelt module would otherwise fail in every cycle."""
+    import importlib.util
+
+    top = name.split(".", 1)[0]
+    if not top.isidentifier():
+        return False
+    saved = sys.path[:]
+    sys.path[:0] = [cwd]
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        sys.path[:] = saved
 
 
 def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Settings:

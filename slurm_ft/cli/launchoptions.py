@@ -525,6 +525,19 @@ GROUPS: tuple[OptionGroup, ...] = (
 SETTING_OF: dict[str, str] = {o.dest: o.setting for g in GROUPS for o in g.options if o.setting}
 
 
+def option_names() -> dict[str, str]:
+    """Settings key -> the option that sets it (``--max-restarts``), for error messages
+    that name where a bad value came from."""
+    names = {
+        o.setting: next(f for f in o.flags if f.startswith("--"))
+        for g in GROUPS
+        for o in g.options
+        if o.setting
+    }
+    names.update({"applog.tee": "--tee", "applog.tee_streams": "--tee", "health.checks": "--health-checks"})
+    return names
+
+
 AddArgument = Callable[..., argparse.Action]  # a parser's or a group's add_argument
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from slurm_ft.config import ConfigError
+from slurm_ft.config import ConfigError, did_you_mean
 from slurm_ft.exitcodes import ExitCode
 
 
@@ -24,9 +24,28 @@ class UsageError(Exception):
 class UsageParser(argparse.ArgumentParser):
     def __init__(self, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
+        # Every command alike: an option is spelt out (a prefix that happens to be unique
+        # today would change meaning when an option is added).
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
+        parsers: list[argparse.ArgumentParser] = [self]
+        for action in self._actions:  # argparse has no public list of its actions
+            if not isinstance(action, argparse._SubParsersAction):
+                continue
+            if message.endswith(f"required: {action.dest}"):
+                commands = ", ".join(action.choices)
+                raise UsageError(f"a command is required: {commands} (see {self.prog} --help)")
+            parsers += action.choices.values()
+        unknown = "unrecognized arguments: "
+        if message.startswith(unknown):
+            # A misspelt option: name the nearest one (argparse's own hint needs Python 3.12+).
+            known = {o for p in parsers for o in p._option_string_actions if o.startswith("--")}
+            tokens = message[len(unknown) :].split()
+            hints = [t + did_you_mean(t.split("=", 1)[0], known, "--") for t in tokens if t.startswith("--")]
+            if any("did you mean" in h for h in hints):
+                message = unknown + ", ".join(hints)
         raise UsageError(message)
 
 

@@ -143,7 +143,11 @@ def test_write_probe_creates_and_removes_its_file(env, files):
         (["--config", "/"], {}, f"{PROG}: cannot read config file /: Is a directory"),
         (["--deadline", "soon"], {}, f"{PROG}: slurm_ft.health.deadline: expected number, got 'soon'"),
         (["--gpus", "two"], {}, f"{PROG}: slurm_ft.health.gpus: expected int, got 'two'"),
-        ([], {"SLURM_FT_HEALTH_DEADLINE": "0"}, f"{PROG}: slurm_ft.health.deadline: must be > 0, got 0.0"),
+        (
+            [],
+            {"SLURM_FT_HEALTH_DEADLINE": "0"},
+            f"{PROG}: environment variable SLURM_FT_HEALTH_DEADLINE: must be > 0, got 0.0",
+        ),
         (
             [],
             {"SLURM_FT_HEALTH_COLOUR": "red"},

@@ -70,14 +70,17 @@ def test_relative_applog_prefix(tmp_path):
         tmp_path, ["--state-dir", str(tmp_path / "s"), "--applog-prefix", "logs/job.log", str(ECHO)]
     )
     assert_bad_input(
-        p, "slurm-ft-launch: error: slurm_ft.applog.prefix: must be an absolute path, got 'logs/job.log'"
+        p, "slurm-ft-launch: error: --applog-prefix: must be an absolute path, got 'logs/job.log'"
     )
 
 
 @pytest.mark.timeout(60)
 def test_bad_setting_from_environment(tmp_path):
     p = run_launcher(tmp_path, [str(ECHO)], env_extra={"SLURM_FT_LAUNCH_MAX_RESTARTS": "many"})
-    assert_bad_input(p, "slurm-ft-launch: error: slurm_ft.launch.max_restarts: expected int, got 'many'")
+    assert_bad_input(
+        p,
+        "slurm-ft-launch: error: environment variable SLURM_FT_LAUNCH_MAX_RESTARTS: expected int, got 'many'",
+    )
 
 
 @pytest.mark.timeout(60)

@@ -26,7 +26,9 @@ def test_bad_applog_settings(cli: dict[str, str], message: str) -> None:
 
 
 def test_relative_prefix_from_the_environment_is_refused_too() -> None:
-    with pytest.raises(config.ConfigError, match=r"applog\.prefix: must be an absolute path"):
+    with pytest.raises(
+        config.ConfigError, match=r"^environment variable SLURM_FT_APPLOG_PREFIX: must be an absolute"
+    ):
         config.load({"SLURM_FT_APPLOG_PREFIX": "job.log"})
 
 

@@ -119,7 +119,9 @@ def test_bad_files_name_the_key_path(tmp_path, yaml_text, message):
 def test_bad_environment_names_the_variable():
     with pytest.raises(ConfigError, match="SLURM_FT_LAUNCH_MAX_RESTART: unknown setting"):
         config.load({"SLURM_FT_LAUNCH_MAX_RESTART": "3"})
-    with pytest.raises(ConfigError, match=r"slurm_ft.launch.join_timeout: expected number, got 'soon'"):
+    with pytest.raises(
+        ConfigError, match=r"^environment variable SLURM_FT_LAUNCH_JOIN_TIMEOUT: expected number, got 'soon'$"
+    ):
         config.load({"SLURM_FT_LAUNCH_JOIN_TIMEOUT": "soon"})
 
 

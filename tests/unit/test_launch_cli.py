@@ -65,7 +65,7 @@ def _three_node_job(monkeypatch, tmp_path, node: int) -> None:
             ["--spare-nodes", "1", "--segment", "2"],
             "--segment 2: the job's 3 node(s) and its 2 active node(s)",
         ),
-        (["--suspect-after", "0"], "slurm_ft.launch.suspect_after: must be >= 1, got 0"),
+        (["--suspect-after", "0"], "--suspect-after: must be >= 1, got 0"),
     ],
 )
 def test_bad_spare_settings_are_one_line(capsys, monkeypatch, tmp_path, args, message):
