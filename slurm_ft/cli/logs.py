@@ -19,6 +19,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -127,8 +128,6 @@ def _selection(args: argparse.Namespace, logs: CycleLogs) -> tuple[select.Select
             raise UsageError(str(exc)) from None
         ranks = on_nodes if ranks is None else ranks & on_nodes
     if args.grep is not None:
-        import re
-
         try:
             re.compile(args.grep)
         except re.error as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slurm_ft import records
 from slurm_ft.logs.source import CycleLogs, LogsError, logs_of
-from slurm_ft.report import load
+from slurm_ft.records import CycleRecord
 
 Emit = Callable[[CycleLogs, list[bytes]], None]
 Announce = Callable[[str], None]
@@ -83,8 +83,8 @@ def _next_cycle(logs: CycleLogs) -> CycleLogs | None:
         if doc is None:
             continue  # being written: the next look sees it whole
         try:
-            rec = load.cycle_from_json(doc)
-        except Exception as exc:  # load's own error type is private: any refusal means damaged
+            rec = CycleRecord.from_json(doc)
+        except (TypeError, ValueError, KeyError) as exc:
             raise LogsError(f"cycle {number}'s record is damaged: {exc}") from None
         return logs_of(logs.state, rec)
     return None

@@ -132,7 +132,9 @@ def logs_of(state: StateDir, record: CycleRecord) -> CycleLogs:
     files = []
     for doc in record.log_files:
         try:
-            files.append(LogFile.from_json(doc) if isinstance(doc, dict) else LogFile.from_json({}))
+            if not isinstance(doc, dict):
+                raise ValueError(f"log file entry is not an object: {doc!r}")
+            files.append(LogFile.from_json(doc))
         except ValueError as exc:
             raise LogsError(f"cycle {record.cycle}'s record is damaged: {exc}") from None
     return CycleLogs(state, record, tuple(files))
