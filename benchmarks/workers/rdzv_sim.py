@@ -4,7 +4,7 @@ Node 0 runs in its own process ("host": the TCPStore host and node 0's decision)
 other launchers are threads of a few "peers" processes (at most 32 threads each), each
 thread with its own TCPStore connection. Every launcher makes the real
 ``slurm_ft.launch.rendezvous.client.Client`` calls of one cycle: ``join``; node 0 then polls
-``join_counts``, reads ``join_records``, asks the real ``policy.decide`` and calls
+``joined``, reads ``join_records``, asks the real ``policy.decide`` and calls
 ``publish_decision``; the others ``wait_decision``. Node 0's polling loop mirrors the
 agent's (2 ms growing by 1.5x to 250 ms; peers' decision poll capped at 250 ms), because
 the agent's own loop is a private method tied to a full launcher. No health checks, no
@@ -84,8 +84,7 @@ def node0_decide(client: Client, i: int, n: int, spent: dict[str, float]) -> pro
     interval = 0.002
     deadline = time.monotonic() + OP_TIMEOUT
     while True:
-        joined, unhealthy = client.join_counts(i)
-        if joined >= n or unhealthy > 0 or time.monotonic() > deadline:
+        if client.joined(i, range(n)) or client.unhealthy_said(i) or time.monotonic() > deadline:
             break
         time.sleep(interval)
         interval = min(interval * 1.5, 0.25)

@@ -55,15 +55,6 @@ from slurm_ft.settingsyntax import parse_signals
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 
-CYCLE_OUTCOME = {
-    WatchEndKind.SUCCESS: CycleOutcome.SUCCEEDED,
-    WatchEndKind.FAILURE: CycleOutcome.FAILED,
-    WatchEndKind.SIGNAL: CycleOutcome.SIGNALLED,
-    WatchEndKind.STORE_LOST: CycleOutcome.LOST,
-    WatchEndKind.BLIND: CycleOutcome.LOST,
-}
-
-
 STEP_KILL_TIMEOUT_S = 10.0
 
 
@@ -104,15 +95,7 @@ class Agent:
         self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
-        self.books = Bookkeeper(
-            cfg.state,
-            cfg.job,
-            cfg.run_id,
-            cfg.topo,
-            seams.clock,
-            applog_prefix=cfg.settings.applog.prefix,
-            applog_per_node=cfg.settings.applog.per_node,
-        )
+        self.books = Bookkeeper.for_launcher(cfg, seams.clock)
         self.books.io = StateIO(
             cfg.state.path, cfg.job.node_name, timeout=self.launch.write_timeout, on_event=events.event
         )
@@ -129,12 +112,7 @@ class Agent:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
-        prom = cfg.settings.launch.prom_file
-        self.prom: PromFileWriter | None = None
-        if prom:  # the metrics module only where asked for: it is a launch's start-up time
-            from slurm_ft.launch.metrics import PromFileWriter
-
-            self.prom = PromFileWriter(prom, on_error=events.event)
+        self.prom = prom_writer(cfg.settings.launch.prom_file, events)
         self.log_lost = (0, 0)
         self.last_failure_seen: Failure | None = None  # for the metrics: kept after a success
 
@@ -144,9 +122,6 @@ class Agent:
 
     def _enter(self, phase: Phase) -> None:
         self.phases.append(phase)
-
-    def _received(self) -> bool:
-        return self.sig.received is not None
 
     # ------------------------------------------------------------------ the cycle
 
@@ -201,9 +176,9 @@ class Agent:
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
             base = self.coordinator.open()
         else:
-            self.client, base = reach_node0(cfg, keys, sealer, given, self._received, self.sig.sleep)
-            self.client.beat(cfg.job.node_rank)
-            self.ev.event(f"joined rendezvous store at {cfg.topo.master_addr}:{self.client.port}")
+            self.client, base = reach_node0(
+                cfg, keys, sealer, given, self.ev, self.sig.arrived, self.sig.sleep
+            )
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
         hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self.threads = BackgroundSet.start(
@@ -224,7 +199,7 @@ class Agent:
         return self.member
 
     def _decide(self, i: int, cycle: int) -> Decision:
-        abort = self.threads.abort_check(self._received)
+        abort = self.threads.abort_check(self.sig.arrived)
         if self.coordinator is not None:
             roster = self.coordinator.gather(i, self.run.last_failure, abort, self.sig.sleep)
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
@@ -245,11 +220,6 @@ class Agent:
         if not self.cfg.is_node0:
             self.books.open_cycle(self.run, i, cycle, decision)
         self.run = self.run.started(cycle)
-        self.ev.event(
-            f"cycle {cycle} (restart {i}/{self.launch.max_restarts}): starting {topo.nproc_per_node} "
-            f"worker(s), ranks {topo.ranks.start}-{topo.ranks.stop - 1} of {topo.world_size}, "
-            f"MASTER_PORT {decision.master_port}"
-        )
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
         self.workers = CycleWorkers.start(
@@ -277,15 +247,10 @@ class Agent:
             self.stuck = self.unhealthy = stuck_detail(stuck)
             with contextlib.suppress(OSError):
                 self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
-        if end.failure is not None:
-            self.run = dataclasses.replace(self.run, last_failure=end.failure)
-            self.last_failure_seen = end.failure
-        elif end.kind is WatchEndKind.SUCCESS:
-            self.run = dataclasses.replace(self.run, last_failure=None)
-        failure = end.failure.to_json() if end.failure else None
-        result = CycleResult(CYCLE_OUTCOME[end.kind], self.clock(), failure)
+        self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS)
+        self.last_failure_seen = end.failure or self.last_failure_seen
         if self.coordinator is not None:
-            self.coordinator.close_cycle(self.run, i, cycle, decision, result)
+            self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.clock()))
 
     # ------------------------------------------------------------------ endings
 
@@ -303,7 +268,7 @@ class Agent:
             self.ev.event(f"cycle {cycle}: all workers on all nodes finished")
             if self.coordinator is None:
                 assert self.member is not None
-                self.member.confirm_success(i, cycle, self._received)
+                self.member.confirm_success(i, cycle, self.sig.arrived)
                 return wayout.finished(None, 0.0)
             result = CycleResult(CycleOutcome.SUCCEEDED, self.clock())
             announce = partial(self.coordinator.client.publish_result, i, result)
@@ -326,15 +291,12 @@ class Agent:
 
     def launcher_failed(self, exc: Exception) -> Exit:
         """Tell the other launchers at once instead of letting them wait for the heart-beat."""
-        error = f"{type(exc).__name__}: {exc}"
+        way_out = wayout.crashed(exc)
         if self.member is not None and self.index is not None:
             with contextlib.suppress(Exception):
-                self.member.publish_quietly(
-                    self.index, self.member.own_failure(FailureKind.LAUNCHER, f"launcher failed: {error}")
-                )
-        import traceback  # only on this path: keeps every start short
-
-        return wayout.crashed(error, "".join(traceback.format_exception(exc)))
+                failure = self.member.own_failure(FailureKind.LAUNCHER, way_out.ending.reason)
+                self.member.publish_quietly(self.index, failure)
+        return way_out
 
     def finish(self, way_out: Exit) -> Ending:
         """The one way out: event line, outcome record, node 0's announcement and linger, a
@@ -362,7 +324,7 @@ class Agent:
                 end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
-                self.client.ack()
+                self.client.ack(self.cfg.job.node_rank)
         return way_out.ending
 
     def _state_dir_budget(self) -> float:
@@ -425,14 +387,16 @@ def reach_node0(
     keys: Keys,
     sealer: Sealer,
     given: Client | None,
+    events: EventLog,
     abort: Callable[[], bool],
     sleep: Callable[[float], None],
 ) -> tuple[Client, Base]:
-    """A peer: node 0's store (found among the job's ports) and the run it published."""
+    """A peer: node 0's store (found among the job's ports) and the run it published; the
+    first heart-beat is sent at once."""
     launch = cfg.settings.launch
     deadline = time.monotonic() + launch.join_timeout
     if given is None:
-        return find_run(
+        client, base = find_run(
             cfg.topo.master_addr,
             cfg.rdzv_ports,
             keys,
@@ -442,10 +406,14 @@ def reach_node0(
             abort=abort,
             sleep=sleep,
         )
-    base = given.wait_base(deadline=deadline, abort=abort)
-    if base is None:
-        raise StoreLost("node 0 did not publish the run within the join timeout")
-    return given, base
+    else:
+        client, found = given, given.wait_base(deadline=deadline, abort=abort)
+        if found is None:
+            raise StoreLost("node 0 did not publish the run within the join timeout")
+        base = found
+    client.beat(cfg.job.node_rank)
+    events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
+    return client, base
 
 
 def stuck_detail(stuck: list[Survivor]) -> str:
@@ -486,6 +454,16 @@ def private_run_dir() -> Path:
     """The workers' heart-beat slots and stack files: in shared memory when there is."""
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     return privatefiles.create_dir(shm, "slurm-ft-")
+
+
+def prom_writer(path: str | None, events: EventLog) -> PromFileWriter | None:
+    """The metrics file's writer where one is asked for; the metrics module is imported only
+    then (it is a launch's start-up time)."""
+    if not path:
+        return None
+    from slurm_ft.launch.metrics import PromFileWriter
+
+    return PromFileWriter(path, on_error=events.event)
 
 
 def metrics_of(agent: Agent) -> LauncherMetrics:

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
@@ -42,6 +42,23 @@ class Roster:
     lost: tuple[str, ...]
     joins: tuple[JoinInfo | None, ...] = ()
     lost_ranks: tuple[int, ...] = ()
+
+    @classmethod
+    def of(
+        cls, infos: Sequence[JoinInfo | None], known: tuple[str, ...], lost_ranks: tuple[int, ...]
+    ) -> Roster:
+        """The roster from each launcher's join record (None: none); ``known``: every
+        node's name from the last complete roster (empty before there was one)."""
+        names = tuple(info.node_name if info else node_name(known, k) for k, info in enumerate(infos))
+        return cls(
+            names=names,
+            complete=all(info is not None for info in infos),
+            missing=tuple(names[k] for k, info in enumerate(infos) if info is None),
+            unhealthy=tuple((info.node_name, info.unhealthy) for info in infos if info and info.unhealthy),
+            lost=tuple(node_name(known or names, k) for k in lost_ranks),
+            joins=tuple(infos),
+            lost_ranks=lost_ranks,
+        )
 
 
 class PortsInUse(Exception):
@@ -120,16 +137,14 @@ class Coordinator:
             lost = self.threads.lost_peers()
             if lost and not with_spares:
                 return True
-            joined, unhealthy = self.client.join_counts(i)
-            if with_spares:  # a lost launcher is replaced: every live one must be in the roster
-                if joined + len(lost) < n:
-                    return None
-                # A lost launcher may still join (it froze and thawed): count node ranks.
-                infos = self.client.join_records(i, n)
-                return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
-            if joined < n and unhealthy == 0:
+            # With spares a lost launcher is replaced: every live one must be in the roster
+            # (a lost one may still join: it froze and thawed).
+            live = [k for k in range(n) if k not in lost]
+            if not self.client.joined(i, live) and (with_spares or not self.client.unhealthy_said(i)):
                 return None
-            infos = self.client.join_records(i, n)  # the counters are hints; records are sealed
+            infos = self.client.join_records(i, n)  # only sealed records count
+            if with_spares:
+                return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
             return True if all(infos) or any(info and info.unhealthy for info in infos) else None
 
         if previous is None or previous.retryable or (with_spares and policy.replaceable(previous)):
@@ -140,18 +155,7 @@ class Coordinator:
                 sleep=sleep,
                 max_interval=0.25,
             )
-        infos = self.client.join_records(i, n)
-        names = tuple(info.node_name if info else node_name(self.nodes, k) for k, info in enumerate(infos))
-        lost_ranks = tuple(sorted(self.threads.lost_peers()))
-        return Roster(
-            names=names,
-            complete=all(info is not None for info in infos),
-            missing=tuple(names[k] for k, info in enumerate(infos) if info is None),
-            unhealthy=tuple((info.node_name, info.unhealthy) for info in infos if info and info.unhealthy),
-            lost=tuple(node_name(self.nodes or names, k) for k in lost_ranks),
-            joins=tuple(infos),
-            lost_ranks=lost_ranks,
-        )
+        return Roster.of(self.client.join_records(i, n), self.nodes, tuple(sorted(self.threads.lost_peers())))
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
@@ -195,40 +199,15 @@ class Coordinator:
                 return policy.no_progress(reason)
         return verdict
 
-    def _spare_verdict(
-        self, i: int, roster: Roster, previous: Failure | None, names: tuple[str, ...]
-    ) -> tuple[policy.Verdict, tuple[str, ...]]:
-        """Retire the bad launchers and place the node ranks: the verdict, and the moves."""
-        book = self.spares
-        assert book is not None
-        explained = book.note_roster(roster.joins, roster.lost_ranks)
-        if i > 0:
-            book.note_failure(previous, explained=explained)
-        placement = book.plan(i)
-        Why = spares.Why
-        verdict = policy.decide(
-            restart=i + book.charged,
-            max_restarts=self.cfg.settings.launch.max_restarts,
-            previous_failure=previous,
-            unhealthy=[
-                (names[k], r.detail)
-                for k, r in sorted(book.retired.items())
-                if r.why in (Why.UNHEALTHY, Why.STUCK)
-            ],
-            lost=book.named(names, (Why.LOST,)),
-            missing=book.named(names, (Why.MISSING,)),
-            suspect=book.named(names, (Why.SUSPECT,)),
-            placement=placement,
-        )
-        return verdict, tuple(spares.describe(r, names) for r in placement.replacements)
-
     def _decide_with_spares(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """Retire the bad launchers, place the node ranks, then decide as without spares
         (every bad node named when a node rank could not be filled)."""
         book = self.spares
         assert book is not None
         names = self.nodes or roster.names
-        verdict, moves = self._spare_verdict(i, roster, previous, names)
+        verdict, moves = book.verdict(
+            i, roster.joins, roster.lost_ranks, previous, names, self.cfg.settings.launch.max_restarts
+        )
         Why = spares.Why
         now = self.clock()
         verdict = self._guarded(verdict, cycle)

@@ -16,6 +16,8 @@ from slurm_ft.launch.rendezvous.protocol import Action, Decision
 from slurm_ft.launch.rendezvous.stores import StoreLost, poll_until
 from slurm_ft.launch.wayout import Exit
 
+REANNOUNCE_S = 1.0
+
 
 class Farewell:
     def __init__(
@@ -47,17 +49,24 @@ class Farewell:
         with contextlib.suppress(StoreLost):
             self.client.publish_decision(i, stop)
 
-    def linger(self, gone: set[int], limit: float) -> None:
-        """Keep the store up until every live peer has read the final answer. Peers known
-        to be gone (lost, or left on a signal) are not waited for."""
+    def linger(self, gone: set[int], limit: float, again: Callable[[], None] | None = None) -> None:
+        """Keep the store up until every live peer has read the final answer (its sealed
+        ack is there). Peers known to be gone (lost, or left on a signal) are not waited
+        for. ``again`` writes the final answer again, every ``REANNOUNCE_S``, should
+        someone have overwritten it meanwhile."""
         n = self.num_nodes
         if n <= 1:
             return
+        next_again = time.monotonic() + REANNOUNCE_S
 
         def all_acked() -> bool | None:
-            expected = len(set(range(1, n)) - gone - set(self.threads.lost_peers()))
+            nonlocal next_again
+            expected = sorted(set(range(1, n)) - gone - set(self.threads.lost_peers()))
             try:
-                return True if self.client.acks() >= expected else None
+                if again is not None and time.monotonic() >= next_again:
+                    again()
+                    next_again = time.monotonic() + REANNOUNCE_S
+                return True if self.client.acked(expected) >= len(expected) else None
             except StoreLost:
                 return True
 
@@ -83,4 +92,4 @@ class Farewell:
         if f is not None and not f.retryable and f.node_rank != 0:
             gone.add(f.node_rank)
         if way_out.linger > 0:
-            self.linger(gone, way_out.linger)
+            self.linger(gone, way_out.linger, way_out.announce)

@@ -21,21 +21,22 @@ from enum import Enum
 from slurm_ft import health
 from slurm_ft.exitcodes import signal_name
 from slurm_ft.health import nicmonitor
-from slurm_ft.launch import hang
+from slurm_ft.launch import hang, policy
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision, JoinInfo
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
-from slurm_ft.records import Failure, FailureKind
+from slurm_ft.records import CycleOutcome, Failure, FailureKind
 
 DECISION_GRACE_S = 30.0
+REJOIN_S = 1.0  # how often a launcher waiting for the decision makes sure its join record is there
 STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
 
 Judge = Callable[[int], Failure | None]
@@ -57,6 +58,19 @@ class WatchEnd:
     failure: Failure | None = None
     signum: int | None = None
     detail: str = ""
+
+    def result(self, now: float) -> CycleResult:
+        """The cycle's result as node 0 records and publishes it."""
+        return CycleResult(CYCLE_OUTCOME[self.kind], now, self.failure.to_json() if self.failure else None)
+
+
+CYCLE_OUTCOME = {
+    WatchEndKind.SUCCESS: CycleOutcome.SUCCEEDED,
+    WatchEndKind.FAILURE: CycleOutcome.FAILED,
+    WatchEndKind.SIGNAL: CycleOutcome.SIGNALLED,
+    WatchEndKind.STORE_LOST: CycleOutcome.LOST,
+    WatchEndKind.BLIND: CycleOutcome.LOST,
+}
 
 
 class Member:
@@ -81,6 +95,7 @@ class Member:
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
         self.hangs = hangs
+        self._joined: JoinInfo | None = None  # this launcher's last join record
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
@@ -111,21 +126,27 @@ class Member:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
         then gives this node's rank to a spare (the hook for the bounded worker stop)."""
         job = self.cfg.job
-        self.client.join(
-            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck)
+        self._joined = JoinInfo(
+            job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck
         )
+        self.client.join(i, self._joined)
 
     def await_decision(self, i: int) -> Decision:
         """A peer waits for node 0's decision (raises StoreLost when none comes)."""
         launch = self.cfg.settings.launch
-        decision = self.client.wait_decision(
-            i,
-            deadline=time.monotonic() + launch.join_timeout + DECISION_GRACE_S,
-            abort=self.threads.abort_check(lambda: self.sig.received is not None),
-        )
-        if decision is None:
-            raise StoreLost("no decision from node 0 within the join timeout")
-        return decision
+        deadline = time.monotonic() + launch.join_timeout + DECISION_GRACE_S
+        abort = self.threads.abort_check(self.sig.arrived)
+        while True:
+            # A slice at a time: between slices the join record is set again should
+            # someone have overwritten or deleted it (node 0 would wait for it in vain).
+            until = min(deadline, time.monotonic() + REJOIN_S)
+            decision = self.client.wait_decision(i, deadline=until, abort=abort)
+            if decision is not None:
+                return decision
+            if time.monotonic() >= deadline:
+                raise StoreLost("no decision from node 0 within the join timeout")
+            if self._joined is not None:
+                self.client.rejoin(i, self._joined)
 
     # ------------------------------------------------------------------ watch
 
@@ -142,48 +163,38 @@ class Member:
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
-        self.hangs.begin(i, workers.pids_by_rank, {rank: f.slot for rank, f in workers.files.items()})
-        try:
-            return self._watch(i, workers, judge, active, on_tick)
-        finally:
-            self.hangs.end()
-
-    def _watch(
-        self,
-        i: int,
-        workers: CycleWorkers,
-        judge: Judge | None,
-        active: tuple[int, ...],
-        on_tick: Callable[[], None] | None,
-    ) -> WatchEnd:
         done_marked = False
-        while True:
-            exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake_fd])
-            self.sig.drain()
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.read(self._wake_fd, 64)
-            if self.sig.received is not None:
-                return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
-            if on_tick is not None:
-                on_tick()
-            try:
-                bad = [e for e in exits if not e.ok]
-                if bad:
-                    first = bad[0]
-                    self.ev.event(f"worker rank {first.rank} (local {first.local_rank}) {first.describe()}")
-                    won = self.client.publish_failure(i, workers.failure_of(first))
-                    return WatchEnd(WatchEndKind.FAILURE, failure=won)
-                for e in exits:
-                    self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
-                if not done_marked and workers.all_succeeded():
-                    self.client.mark_done(i, self.cfg.job.node_rank)
-                    done_marked = True
-                end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
-            except StoreLost as exc:
-                return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
-            end = end or self._threads_view()
-            if end is not None:
-                return end
+        slots = {rank: f.slot for rank, f in workers.files.items()}
+        with self.hangs.watching(i, workers.pids_by_rank, slots):
+            while True:
+                exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake_fd])
+                self.sig.drain()
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.read(self._wake_fd, 64)
+                if self.sig.received is not None:
+                    return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
+                if on_tick is not None:
+                    on_tick()
+                try:
+                    bad = [e for e in exits if not e.ok]
+                    if bad:
+                        first = bad[0]
+                        self.ev.event(
+                            f"worker rank {first.rank} (local {first.local_rank}) {first.describe()}"
+                        )
+                        won = self.client.publish_failure(i, workers.failure_of(first))
+                        return WatchEnd(WatchEndKind.FAILURE, failure=won)
+                    for e in exits:
+                        self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
+                    if done_marked or workers.all_succeeded():  # again at every tick: see mark_done
+                        self.client.mark_done(i, self.cfg.job.node_rank)
+                        done_marked = True
+                    end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
+                except StoreLost as exc:
+                    return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
+                end = end or self._threads_view()
+                if end is not None:
+                    return end
 
     def _threads_view(self) -> WatchEnd | None:
         """What the background threads know: node 0's store lost (a peer's heart-beat), or a
@@ -195,16 +206,10 @@ class Member:
         return WatchEnd(WatchEndKind.BLIND, detail=died) if died else None
 
     def _sleep(self, metrics: bool) -> float:
-        """How long the watch may sleep: until its next periodic duty. Everything that ends
-        a cycle wakes it at once instead: a worker's exit (pidfd), a signal, a halt anywhere
-        (halt waiter), a lost peer (peer monitor), a dead background thread (wake pipe);
-        the store is polled only every ``monitor_interval`` as a fallback."""
-        duties = [self.cfg.settings.launch.monitor_interval, self.hangs.limits.period]
-        if self.nics is not None:
-            duties.append(self.cfg.settings.health.nic_monitor_interval)
-        if metrics:
-            duties.append(1.0)
-        return min(duties)
+        nics = self.cfg.settings.health.nic_monitor_interval if self.nics is not None else None
+        return policy.watch_sleep(
+            self.cfg.settings.launch.monitor_interval, self.hangs.limits.period, nics, metrics
+        )
 
     def _rank_view(self, i: int) -> WatchEnd | None:
         """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
@@ -256,10 +261,10 @@ class Member:
 
     def _job_view(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd | None:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
-        poll = self.client.poll(i)
+        poll = self.client.poll(i, active)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
-        if poll.done >= len(active) and self.client.all_done(i, active):
+        if poll.finished:
             self.client.halt(i)  # wakes the others at once
             return WatchEnd(WatchEndKind.SUCCESS)
         if judge is not None:
@@ -287,7 +292,7 @@ class Member:
             result = client.wait_result(
                 i, deadline=time.monotonic() + self.cfg.settings.launch.result_linger_timeout, abort=abort
             )
-            client.ack()
+            client.ack(self.cfg.job.node_rank)
         except (StoreLost, Interrupted):
             result = None
         self.books.peer_close(cycle, lambda: client.result(i))

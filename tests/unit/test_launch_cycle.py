@@ -252,7 +252,7 @@ def test_lost_store_ends_a_peer_with_1(tmp_path):
     c = Cycle(tmp_path, 2, SLEEP).start(only=[1])
     host = Client(c.store.connect(), Keys("77-a0"))  # the test plays node 0
     host.prepare(2, Base(0, "u"))
-    wait_until(lambda: host.join_counts(0)[0] == 1, 10, message="node 1 joined")
+    wait_until(lambda: host.joined(0, [1]), 10, message="node 1 joined")
     host.publish_decision(0, Decision(Action.RUN, 0, master_port=1, nodes=("node0", "node1")))
     wait_until(lambda: c.in_watch(1), 10, message="node 1 watching")
     c.store.shutdown()

@@ -51,17 +51,17 @@ def test_keys_are_namespaced_by_run_and_cycle():
 def test_base_join_and_decision(host):
     p = peer(host)
     assert p.wait_base(deadline=time.monotonic() + 5, abort=never) == proto.Base(4, "u1")
-    assert host.join_counts(0) == (0, 0)
+    assert not host.joined(0, [1, 2]) and not host.unhealthy_said(0)
     p.join(0, proto.JoinInfo(1, "node1", "h1", 11))
     p.join(0, proto.JoinInfo(2, "node2", "h2", 12, unhealthy="nic: ib0 down"))
-    assert host.join_counts(0) == (2, 1)
+    assert host.joined(0, [1, 2]) and not host.joined(0, [0, 1, 2]) and host.unhealthy_said(0)
     infos = host.join_records(0, 3)
     assert infos[0] is None and infos[2].unhealthy == "nic: ib0 down"
     d = proto.Decision(proto.Action.RUN, 4, master_port=1234, nodes=("a", "b", "c"))
     host.publish_decision(0, d)
     assert p.wait_decision(0, deadline=time.monotonic() + 5, abort=never) == d
-    # the next cycle's counters exist before anyone can join it
-    assert host.join_counts(1) == (0, 0)
+    # the next cycle's failure key exists before anyone can join it
+    assert host.poll(1, [1]).failure is None and not host.joined(1, [1])
     t = time.monotonic()
     assert p.wait_decision(1, deadline=time.monotonic() + 0.2, abort=never) is None
     assert time.monotonic() - t < 1.0
@@ -71,13 +71,12 @@ def test_first_failure_wins(host):
     a, b = peer(host), peer(host)
     f1 = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=1.0, rank=3, exit_code=7)
     f2 = Failure(kind=FailureKind.WORKER, node="node2", node_rank=2, time=2.0, rank=5, exit_code=1)
-    assert host.poll(0).failure is None
+    assert host.poll(0, [0]).failure is None
     assert a.publish_failure(0, f1) == f1
     assert b.publish_failure(0, f2) == f1
-    assert host.poll(0).failure == f1
+    assert host.poll(0, [0]).failure == f1
     host.mark_done(0, 0)
-    assert host.poll(0).done == 1
-    assert not host.all_done(0, (0, 1, 2))
+    assert host.all_done(0, (0,)) and not host.all_done(0, (0, 1, 2))
 
 
 def test_interrupted_wait():
@@ -247,13 +246,13 @@ def test_forged_values_from_a_raw_store_client_are_ignored_and_reported_once():
     )
     out.set(keys.heartbeat(1), "12345")
     for _ in range(3):
-        assert p.poll(0).failure is None
+        assert p.poll(0, [0, 1]).failure is None
     assert p.wait_decision(0, deadline=time.monotonic() + 0.5, abort=never) is None
     assert h.beats([1]) == [None]
     # the real failure replaces the forgery: first real writer wins
     real = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=2.0, rank=1, exit_code=3)
     assert p.publish_failure(0, real) == real
-    assert h.poll(0).failure == real
+    assert h.poll(0, [0, 1]).failure == real
     d = proto.Decision(proto.Action.RUN, 0, master_port=1234)
     h.publish_decision(0, d)
     assert p.wait_decision(0, deadline=time.monotonic() + 5, abort=never) == d
@@ -264,3 +263,95 @@ def test_forged_values_from_a_raw_store_client_are_ignored_and_reported_once():
     )
     # what an outsider without the secret would guess is not where the job looks
     assert keys.failure(0).startswith(f"slurm_ft/{sealer.namespace}/sealed-a0/")
+
+
+def _shapes(replay: bytes) -> list[bytes]:
+    """What an outsider may write: empty, garbage, huge, numeric, JSON of the wrong shape,
+    sealed-looking, another key's sealed value."""
+    return [
+        b"",
+        b"\x01\xa3\xf8E1r garbage \xff" * 3,
+        b"x" * 200_000,
+        b"99999999999999999999999",
+        b"-5",
+        b"1",
+        b"[]",
+        b'{"kind": "worker", "node": 3}',
+        b'{"action": "run", "cycle": "x"}',
+        b"sft1:" + b"0" * 64 + b":1",
+        replay,
+    ]
+
+
+@pytest.mark.parametrize("secret", [b"this job's secret, 32 bytes long", None], ids=["secret", "no-secret"])
+def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
+    """Every key of a cycle, overwritten with each shape and then deleted: every read of
+    the protocol answers at once (missing, forged or malformed reads as absent), none
+    raises, none blocks for the store's timeout; writers put their values back."""
+    from slurm_ft.launch.rendezvous.sealing import Sealer
+
+    reports: list[str] = []
+    sealer = Sealer(secret, reports.append)
+    keys = proto.Keys("tamper-a0", sealer.namespace)
+    h = Client.host(0, keys, 5.0, sealer)
+    h.prepare(2, proto.Base(0, "u"))
+    p = peer(h).rekeyed(keys, sealer)
+    info = proto.JoinInfo(1, "node1", "h1", 11, unhealthy="nic: down")
+    p.join(0, info)
+    h.join(0, proto.JoinInfo(0, "node0", "h0", 10))
+    h.publish_decision(0, proto.Decision(proto.Action.RUN, 0, master_port=1234))
+    p.beat(1)
+    p.report_silence(1, "0:5")
+    p.mark_done(0, 1)
+    h.mark_done(0, 0)
+    h.publish_result(0, proto.CycleResult(proto.CycleOutcome.SUCCEEDED, 1.0))
+    p.ack(1)
+    p.halt(0)
+    out = _outsider(h.port)
+    listed = [k for k in out.list_keys() if k.startswith(f"slurm_ft/{sealer.namespace}")]
+    assert {proto.family(keys, k) for k in listed} == set(proto.FAMILIES) - {None}
+    replay = out.get(keys.decision(0))
+    soon = time.monotonic
+
+    def read_everything() -> None:
+        t = soon()
+        h.joined(0, [0, 1])
+        h.unhealthy_said(0)
+        h.join_records(0, 2)
+        h.poll(0, [0, 1])
+        p.result(0)
+        h.acked([1])
+        h.beats([1])
+        h.silences([1])
+        assert soon() - t < 2.0  # nothing waited for the store's 5 s timeout on a missing key
+        # (a TCPStore wait of 50 ms may now and then take the connection's timeout on a
+        # loaded host: what these must not do is wait on until their own deadline)
+        t = soon()
+        p.wait_base(deadline=soon() + 0.01, abort=never)
+        p.wait_decision(0, deadline=soon() + 0.01, abort=never)
+        p.wait_result(0, deadline=soon() + 0.01, abort=never)
+        assert soon() - t < 7.0
+
+    for key in listed:
+        original = out.get(key)
+        for shape in _shapes(replay):
+            out.set(key, shape)
+            read_everything()
+        out.delete_key(key)
+        read_everything()
+        out.set(key, original)
+    # the writers' own values come back: beat, join record, failure, done mark
+    p.beat(1)
+    assert h.beats([1]) == [2]
+    p.rejoin(0, info)
+    assert h.join_records(0, 2)[1] == info
+    f = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=2.0, rank=1, exit_code=3)
+    out.set(keys.failure(1), b"\xffnot a failure")
+    assert p.publish_failure(1, f) == f and h.poll(1, [0, 1]).failure == f
+    p.mark_done(0, 1)
+    h.mark_done(0, 0)
+    assert h.poll(0, [0, 1]).finished
+    if secret is not None:  # each bad key said once, whatever it held and how often
+        assert len(reports) == len(set(reports)) == len(sealer.rejected())
+        unread = {keys.heartbeat(0), keys.activity(0), keys.halt(0), keys.unhealthy(0)}
+        assert set(sealer.rejected()) == set(listed) - unread

@@ -23,6 +23,7 @@ from slurm_ft.launch.rendezvous.stores import StoreLost
 Clock = Callable[[], float]
 WATCHDOG_GRACE_S = 1.0
 WATCHDOG_TICK_S = 0.25
+UNREADABLE_FACTOR = 3.0
 
 
 class BackgroundThread(threading.Thread):
@@ -132,7 +133,11 @@ class PeerMonitor(BackgroundThread):
     """Node 0: notices peers whose heart-beat counter stopped changing.
 
     A peer counts only once its counter moved above 0 (it connected); one that never
-    connects is the join timeout's business.
+    connects is the join timeout's business. A value that is missing, forged or malformed
+    is no sign of life, and no proof of death either: while the last look found one, the
+    peer counts as lost only after ``UNREADABLE_FACTOR`` times the timeout (someone who
+    overwrites a live peer's key over and over must not get it declared lost; a live peer
+    sets its key again at every beat, so its real value shows between the overwrites).
     """
 
     def __init__(
@@ -162,14 +167,18 @@ class PeerMonitor(BackgroundThread):
             now = self._clock()
             with self._lock:
                 for node, beat in zip(self._peers, values, strict=True):
-                    value = last_value.get(node, 0) if beat is None else beat  # a forgery: no sign of life
-                    if value != last_value.get(node):
-                        last_value[node] = value
+                    seen = last_value.get(node)
+                    if beat is not None and beat != seen:
+                        last_value[node] = beat
                         self._last_change[node] = now
-                    elif (
-                        value > 0 and now - self._last_change[node] > self._timeout and node not in self._lost
-                    ):
-                        self._lost[node] = now - self._last_change[node]
+                        continue
+                    if node not in self._last_change:  # the first look found nothing readable
+                        self._last_change[node] = now
+                        continue
+                    limit = self._timeout if beat is not None else self._timeout * UNREADABLE_FACTOR
+                    silent = now - self._last_change[node]
+                    if (seen or 0) > 0 and silent > limit and node not in self._lost:
+                        self._lost[node] = silent
                         self._wake()
             self._stop_event.wait(self._interval)
 

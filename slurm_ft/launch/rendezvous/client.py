@@ -3,7 +3,9 @@
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
 waiter) opens its own with :meth:`Client.clone`. Every value the protocol marks sealed
-goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` here and nowhere else.
+goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` here and nowhere else,
+and every value read goes through ``reads`` (missing keys never block; what is not what
+the protocol says is reported and reads as absent).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
-from slurm_ft.launch.rendezvous import stores
+from slurm_ft.launch.rendezvous import reads, stores
 from slurm_ft.launch.rendezvous.protocol import (
     Base,
     CycleResult,
@@ -28,12 +30,16 @@ from slurm_ft.launch.rendezvous.protocol import (
     decode_failure,
     encode,
     encode_failure,
+    parse_beat,
+    parse_mark,
+    parse_text,
 )
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Store, StoreLost
 from slurm_ft.records import Failure
 
 WAIT_CHUNK_S = 0.2
+MIN_WAIT_S = 0.05
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
 PROBE_PAUSE_S = 0.05
@@ -134,23 +140,43 @@ class Client:
         while True:
             if abort():
                 raise Interrupted()
+            raw = self._op(lambda: reads.probe(self._store, key))
+            if raw is not None:
+                return raw
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            if self._wait([key], min(WAIT_CHUNK_S, left)):
-                return self._op(lambda: self._store.get(key))
+            # Never a wait of a few milliseconds: a wait that times out on the client while
+            # the store's answer is on its way (a loaded host) leaves that answer to be
+            # taken for the next request's, and the connection stalls for its timeout.
+            self._wait([key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
 
-    def _get_sealed_when_set(self, key: str, *, deadline: float, abort: Abort) -> bytes | None:
-        """As :meth:`_get_when_set`, for a sealed value: a forgery there counts as not set
-        (until its real writer overwrites it)."""
+    def _get_sealed_when_set(
+        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
+    ) -> T | None:
+        """As :meth:`_get_when_set`, for a sealed value: a forgery or a malformed value
+        there counts as not set (until its real writer overwrites it)."""
         while True:
             raw = self._get_when_set(key, deadline=deadline, abort=abort)
             if raw is None:
                 return None
-            value = self.sealer.open(key, raw)
+            value = reads.opened(self.sealer, key, raw, parse)
             if value is not None:
                 return value
-            time.sleep(max(0.0, min(WAIT_CHUNK_S, deadline - time.monotonic())))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(WAIT_CHUNK_S, left))
+
+    def _read(self, keys: Sequence[str], parse: Callable[[bytes], T]) -> list[T | None]:
+        """Each key's parsed, sealed value; None where missing, forged or malformed."""
+        raws = self._op(lambda: reads.read(self._store, keys))
+        return [reads.opened(self.sealer, k, raw, parse) for k, raw in zip(keys, raws, strict=True)]
+
+    def _ensure_sealed(self, key: str, value: str) -> None:
+        """Write ``value`` again if someone overwrote or deleted it (see ``reads.ensure``)."""
+        sealed = self.sealer.seal(key, value)
+        self._op(lambda: reads.ensure(self._store, key, sealed))
 
     def _set_sealed(self, key: str, value: str) -> None:
         sealed = self.sealer.seal(key, value)
@@ -169,80 +195,73 @@ class Client:
     # ----------------------------------------------------------------- node 0 writes
 
     def prepare(self, num_nodes: int, base: Base) -> None:
-        """Create the counters of cycle 0 and the heart-beat keys, then publish ``base``."""
+        """Create the heart-beat and activity keys and cycle 0's failure key, then publish
+        ``base``."""
         keys = self.keys
         beats = [keys.heartbeat(n) for n in range(num_nodes)]
         quiet = [keys.activity(n) for n in range(num_nodes)]
-        counters = [*keys.cycle_counters(0), keys.acks]
-        init = [self.sealer.seal(k, "0") for k in beats] + ["0"] * len(counters)
-        init += [self.sealer.seal(k, NO_SILENCE) for k in quiet]
-        self._op(lambda: self._store.multi_set(beats + counters + quiet, init))
+        init = [self.sealer.seal(k, "0") for k in beats] + [self.sealer.seal(k, NO_SILENCE) for k in quiet]
+        self._op(lambda: self._store.multi_set(beats + quiet, init))
         self._op(lambda: self._store.set(keys.failure(0), ""))
         self._set_sealed(keys.base, encode(base))
 
     def publish_decision(self, i: int, decision: Decision) -> None:
-        """Also creates the next cycle's counters: no peer can join i+1 before reading this."""
-        nxt = self.keys.cycle_counters(i + 1)
-        self._op(lambda: self._store.multi_set(nxt, ["0"] * len(nxt)))
+        """Also creates the next cycle's failure key: no peer can join i+1 before reading this."""
         self._op(lambda: self._store.set(self.keys.failure(i + 1), ""))
         self._set_sealed(self.keys.decision(i), encode(decision))
 
     def publish_result(self, i: int, result: CycleResult) -> None:
         self._set_sealed(self.keys.result(i), encode(result))
 
-    def join_counts(self, i: int) -> tuple[int, int]:
-        """(joined, unhealthy) of cycle i in one round trip."""
-        joined, unhealthy = self._op(
-            lambda: self._store.multi_get([self.keys.joined(i), self.keys.unhealthy(i)])
-        )
-        return int(joined), int(unhealthy)
+    def joined(self, i: int, nodes: Sequence[int]) -> bool:
+        """Whether every one of ``nodes`` has a join record for cycle i (one round trip; what
+        the records say is read with :meth:`join_records`)."""
+        keys = [self.keys.join(i, n) for n in nodes]
+        return not keys or bool(self._op(lambda: self._store.check(keys)))
+
+    def unhealthy_said(self, i: int) -> bool:
+        """Whether some launcher said it joined cycle i unhealthy (a wake-up only)."""
+        return self._op(lambda: reads.probe(self._store, self.keys.unhealthy(i))) is not None
 
     def join_records(self, i: int, num_nodes: int) -> list[JoinInfo | None]:
         """Each launcher's join record; None where there is none (or only a forgery)."""
         keys = [self.keys.join(i, n) for n in range(num_nodes)]
-        if self._op(lambda: self._store.check(keys)):  # the usual case: one round trip each
-            raws: list[bytes | None] = list(self._op(lambda: self._store.multi_get(keys)))
-        else:
-            present = [self._check(k) for k in keys]
-            have = [k for k, p in zip(keys, present, strict=True) if p]
-            found = iter(self._op(lambda: self._store.multi_get(have)) if have else [])
-            raws = [next(found) if p else None for p in present]
-        opened = [None if r is None else self.sealer.open(k, r) for k, r in zip(keys, raws, strict=True)]
-        return [None if v is None else decode(JoinInfo, v) for v in opened]
+        return self._read(keys, partial(decode, JoinInfo))
 
-    def acks(self) -> int:
-        return int(self._op(lambda: self._store.add(self.keys.acks, 0)))
+    def acked(self, nodes: Sequence[int]) -> int:
+        """How many of ``nodes`` said they read the final answer (sealed acks only)."""
+        return sum(1 for v in self._read([self.keys.ack(n) for n in nodes], parse_mark) if v)
 
     def beats(self, nodes: Sequence[int]) -> list[int | None]:
-        """Each node's heart-beat number; None where the value is a forgery."""
-        keys = [self.keys.heartbeat(n) for n in nodes]
-        raws = self._op(lambda: self._store.multi_get(keys))
-        values = [self.sealer.open(k, raw) for k, raw in zip(keys, raws, strict=True)]
-        return [None if v is None else int(v) for v in values]
+        """Each node's heart-beat number; None where it is missing, forged or malformed."""
+        return self._read([self.keys.heartbeat(n) for n in nodes], parse_beat)
 
     def silences(self, nodes: Sequence[int]) -> list[str]:
-        """The peers' silence reports (see :meth:`report_silence`), in one round trip; a
-        forged one reads as no report."""
-        keys = [self.keys.activity(n) for n in nodes]
-        raws = self._op(lambda: self._store.multi_get(keys))
-        opened = [self.sealer.open(k, raw) for k, raw in zip(keys, raws, strict=True)]
-        return [NO_SILENCE if v is None else v.decode() for v in opened]
+        """The peers' silence reports (see :meth:`report_silence`); a missing, forged or
+        malformed one reads as no report."""
+        values = self._read([self.keys.activity(n) for n in nodes], parse_text)
+        return [NO_SILENCE if v is None else v for v in values]
 
     # ----------------------------------------------------------------- everyone
 
     def wait_base(self, *, deadline: float, abort: Abort) -> Base | None:
-        raw = self._get_sealed_when_set(self.keys.base, deadline=deadline, abort=abort)
-        return None if raw is None else decode(Base, raw)
+        return self._get_sealed_when_set(
+            self.keys.base, partial(decode, Base), deadline=deadline, abort=abort
+        )
 
     def join(self, i: int, info: JoinInfo) -> None:
         self._set_sealed(self.keys.join(i, info.node_rank), encode(info))
         if info.unhealthy is not None:
-            self._op(lambda: self._store.add(self.keys.unhealthy(i), 1))
-        self._op(lambda: self._store.add(self.keys.joined(i), 1))
+            self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
+
+    def rejoin(self, i: int, info: JoinInfo) -> None:
+        """The join record again, should someone have overwritten or deleted it while this
+        launcher waits for the decision."""
+        self._ensure_sealed(self.keys.join(i, info.node_rank), encode(info))
 
     def wait_decision(self, i: int, *, deadline: float, abort: Abort) -> Decision | None:
-        raw = self._get_sealed_when_set(self.keys.decision(i), deadline=deadline, abort=abort)
-        return None if raw is None else decode(Decision, raw)
+        key = self.keys.decision(i)
+        return self._get_sealed_when_set(key, partial(decode, Decision), deadline=deadline, abort=abort)
 
     def publish_failure(self, i: int, failure: Failure) -> Failure:
         """First writer wins; returns the failure that did. A forgery found there is
@@ -253,9 +272,10 @@ class Client:
         won: Failure | None = None
         for _ in range(FAILURE_SWAPS):
             raw = self._op(partial(self._store.compare_set, key, expected, mine))
-            value = self.sealer.open(key, raw)
-            if value is not None:
-                won = decode_failure(value)
+            if raw == mine.encode():
+                break
+            won = reads.opened(self.sealer, key, raw, decode_failure) if raw else None
+            if won is not None:
                 break
             expected = raw
         self.halt(i)
@@ -270,37 +290,36 @@ class Client:
         return self._wait([self.keys.halt(i)], timeout)
 
     def mark_done(self, i: int, node: int) -> None:
+        """This launcher's workers all exited 0 (a ``set``, unanswered: the watch sets it
+        again at every tick until the cycle ends, in case someone overwrote it)."""
         self._set_sealed(self.keys.done_by(i, node), "1")
-        self._op(lambda: self._store.add(self.keys.done(i), 1))
 
     def all_done(self, i: int, launchers: Sequence[int]) -> bool:
-        """Every active launcher's sealed word that its workers finished (the ``done``
-        counter only says when to look)."""
+        """Every active launcher's sealed word that its workers finished: one ``check``
+        while any is missing."""
         keys = [self.keys.done_by(i, n) for n in launchers]
         if not self._op(lambda: self._store.check(keys)):
             return False
-        raws = self._op(lambda: self._store.multi_get(keys))
-        return all(self.sealer.open(k, raw) == b"1" for k, raw in zip(keys, raws, strict=True))
+        return all(self._read(keys, parse_mark))
 
-    def poll(self, i: int) -> Poll:
+    def poll(self, i: int, launchers: Sequence[int]) -> Poll:
+        """The cycle's failure (None while there is none, or only a forgery there) and
+        whether all of ``launchers`` finished."""
         key = self.keys.failure(i)
-        raw_failure, raw_done = self._op(lambda: self._store.multi_get([key, self.keys.done(i)]))
-        value = self.sealer.open(key, raw_failure) if raw_failure else b""
-        return Poll(decode_failure(value) if value else None, int(raw_done))
+        raw = self._op(lambda: reads.probe(self._store, key))
+        failure = reads.opened(self.sealer, key, raw, decode_failure) if raw else None
+        return Poll(failure, failure is None and self.all_done(i, launchers))
 
     def wait_result(self, i: int, *, deadline: float, abort: Abort) -> CycleResult | None:
-        raw = self._get_sealed_when_set(self.keys.result(i), deadline=deadline, abort=abort)
-        return None if raw is None else decode(CycleResult, raw)
+        key = self.keys.result(i)
+        return self._get_sealed_when_set(key, partial(decode, CycleResult), deadline=deadline, abort=abort)
 
     def result(self, i: int) -> CycleResult | None:
         key = self.keys.result(i)
-        if not self._check(key):
-            return None
-        value = self.sealer.open(key, self._op(lambda: self._store.get(key)))
-        return None if value is None else decode(CycleResult, value)
+        return self._read([key], partial(decode, CycleResult))[0]
 
-    def ack(self) -> None:
-        self._op(lambda: self._store.add(self.keys.acks, 1))
+    def ack(self, node: int) -> None:
+        self._set_sealed(self.keys.ack(node), "1")
 
     def beat(self, node: int) -> None:
         """A number this connection sets ever higher (sealed, unlike an increment), in one

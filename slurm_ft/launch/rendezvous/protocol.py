@@ -6,9 +6,12 @@ through its own connections (:mod:`slurm_ft.launch.rendezvous.client`). Keys are
 per-cycle keys carry the cycle's index within the attempt. With a job secret they are
 ``slurm_ft/<namespace>/<run id>/...`` (the namespace derived from the secret) and the
 values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.rendezvous.sealing`).
-Counters a loop polls are
-created by node 0 (value ``0``) before any peer can touch them, so one ``multi_get`` reads
-a whole set of them without ever blocking on a missing key:
+Nothing read back is trusted as it comes: anyone who can reach the port can overwrite or
+delete any key. Every value has one parser here that says what the protocol allows
+(:class:`Malformed` otherwise), and what decides the job's course is sealed; there are no
+server-side counters (a TCPStore ``add`` on a value that is not a number closes the
+adder's own connection), so each launcher writes sealed keys of its own and readers count
+those. A key that is missing reads as "not yet" and never blocks (see ``reads``):
 
 * ``base``                  node 0 -> all: first global cycle number, run uuid (sealed)
 * ``hb/<node>``             peer heart-beat, a number it sets ever higher (sealed; node 0
@@ -17,20 +20,21 @@ a whole set of them without ever blocking on a missing key:
                             for the silence timeout, "<cycle index>:0" when they speak again
                             (sealed)
 * ``c<i>/join/<node>``      a launcher's join record (name, host, pid, unhealthy detail;
-                            sealed)
-* ``c<i>/joined``           how many launchers joined cycle i (a hint: node 0 then reads
-                            the sealed join records)
-* ``c<i>/unhealthy``        how many of them are unhealthy (a hint, as ``joined``)
+                            sealed; its writer sets it again while it waits for the
+                            decision, should it vanish)
+* ``c<i>/unhealthy``        an unhealthy launcher appends its node rank: only a wake-up
+                            for node 0, which then reads the sealed join records
 * ``c<i>/decision``         node 0's one decision: run (with MASTER_PORT) or stop (sealed)
 * ``c<i>/failure``          the first failure (``compare_set`` from "": first writer wins;
                             sealed, and a forgery there is replaced by the real failure)
 * ``c<i>/halt``             set when cycle i is over (failure or success); a blocking
                             ``wait`` on it wakes every launcher at once (only a wake-up:
                             what the woken launcher acts on is sealed)
-* ``c<i>/done``             launchers whose workers all exited 0 (a hint)
-* ``c<i>/done/<node>``      that launcher's workers all exited 0 (sealed)
+* ``c<i>/done/<node>``      that launcher's workers all exited 0 (sealed "1"; set again at
+                            every watch tick until the cycle ends)
 * ``c<i>/result``           node 0's summary of the cycle (outcome, end time; sealed)
-* ``acks``                  launchers that read the final answer (node 0 then shuts down)
+* ``ack/<node>``            that launcher read the final answer (sealed "1"; node 0 shuts
+                            down once every live peer's is there, or at the linger timeout)
 
 Messages travel as JSON of their dataclass fields; unknown fields are ignored on reading
 so that a newer launcher's extra field never breaks an older reader of the same job.
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
@@ -64,9 +69,8 @@ class Keys:
     def base(self) -> str:
         return self._k("base")
 
-    @property
-    def acks(self) -> str:
-        return self._k("acks")
+    def ack(self, node: int) -> str:
+        return self._k("ack", node)
 
     def heartbeat(self, node: int) -> str:
         return self._k("hb", node)
@@ -76,9 +80,6 @@ class Keys:
 
     def join(self, i: int, node: int) -> str:
         return self._k(f"c{i}", "join", node)
-
-    def joined(self, i: int) -> str:
-        return self._k(f"c{i}", "joined")
 
     def unhealthy(self, i: int) -> str:
         return self._k(f"c{i}", "unhealthy")
@@ -92,17 +93,42 @@ class Keys:
     def halt(self, i: int) -> str:
         return self._k(f"c{i}", "halt")
 
-    def done(self, i: int) -> str:
-        return self._k(f"c{i}", "done")
-
     def done_by(self, i: int, node: int) -> str:
         return self._k(f"c{i}", "done", node)
 
     def result(self, i: int) -> str:
         return self._k(f"c{i}", "result")
 
-    def cycle_counters(self, i: int) -> list[str]:
-        return [self.joined(i), self.unhealthy(i), self.done(i)]
+
+# The key families of the table above, as a key's path after the run id reads (a number
+# stands for <node> or <i>): for the tests that go over every family, and for people.
+FAMILIES = (
+    "base",
+    "hb/<node>",
+    "act/<node>",
+    "c<i>/join/<node>",
+    "c<i>/unhealthy",
+    "c<i>/decision",
+    "c<i>/failure",
+    "c<i>/halt",
+    "c<i>/done/<node>",
+    "c<i>/result",
+    "ack/<node>",
+)
+
+
+def family(keys: Keys, key: str) -> str | None:
+    """The family of one of this run's keys (None for any other key)."""
+    prefix = keys._k("")
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    shape = [
+        "<node>" if p.isdigit() and k > 0 else "c<i>" if p[:1] == "c" and p[1:].isdigit() else p
+        for k, p in enumerate(parts)
+    ]
+    name = "/".join(shape)
+    return name if name in FAMILIES else None
 
 
 class Action(str, Enum):
@@ -181,7 +207,7 @@ class Poll:
     """What a launcher sees of the cycle at one watch tick."""
 
     failure: Failure | None
-    done: int
+    finished: bool  # every active launcher's sealed done mark is there
 
 
 Message = TypeVar("Message", Base, JoinInfo, Decision, CycleResult)
@@ -193,25 +219,66 @@ _ENUMS: dict[type, dict[str, type[Enum]]] = {
 }
 
 
+class Malformed(ValueError):
+    """A value read from the store that is not what the protocol says (its reason)."""
+
+
 def encode(message: Base | JoinInfo | Decision | CycleResult) -> str:
     doc = {k: (v.value if isinstance(v, Enum) else v) for k, v in dataclasses.asdict(message).items()}
     return json.dumps(doc, sort_keys=True)
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# What a JSON value must be for each field annotation the messages use (annotations are
+# strings here: ``from __future__ import annotations``); an unknown one is refused.
+_CHECKS: dict[str, Callable[[object], bool]] = {
+    "int": _is_int,
+    "float": lambda v: _is_int(v) or isinstance(v, float),
+    "str": lambda v: isinstance(v, str),
+    "str | None": lambda v: v is None or isinstance(v, str),
+    "int | None": lambda v: v is None or _is_int(v),
+    "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "tuple[int, ...]": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    "JsonDict | None": lambda v: v is None or isinstance(v, dict),
+}
+
+
+def _json(raw: bytes) -> object:
+    try:
+        return json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Malformed(f"not JSON: {type(exc).__name__}") from None
+
+
 def decode(cls: type[Message], raw: bytes) -> Message:
-    doc = json.loads(raw.decode())
+    """The message in ``raw``; :class:`Malformed` when it is not one (whoever wrote it)."""
+    doc = _json(raw)
+    if not isinstance(doc, dict):
+        raise Malformed(f"a {cls.__name__} is a JSON object, not {type(doc).__name__}")
     enums = _ENUMS.get(cls, {})
-    kw = {}
+    kw: dict[str, object] = {}
     for f in dataclasses.fields(cls):
         if f.name not in doc:
+            if f.default is dataclasses.MISSING:
+                raise Malformed(f"{cls.__name__} without {f.name}")
             continue
         value = doc[f.name]
         if f.name in enums:
-            value = enums[f.name](value)
-        elif isinstance(value, list):
-            value = tuple(value)
+            try:
+                value = enums[f.name](value)
+            except ValueError:
+                raise Malformed(f"{cls.__name__}.{f.name} is no {enums[f.name].__name__}") from None
+        else:
+            check = _CHECKS.get(str(f.type))
+            if check is None or not check(value):
+                raise Malformed(f"{cls.__name__}.{f.name} is not {f.type}")
+            if isinstance(value, list):
+                value = tuple(value)
         kw[f.name] = value
-    return cls(**kw)
+    return cls(**kw)  # type: ignore[arg-type]
 
 
 def encode_failure(failure: Failure) -> str:
@@ -219,5 +286,41 @@ def encode_failure(failure: Failure) -> str:
 
 
 def decode_failure(raw: bytes) -> Failure | None:
-    """The failure key holds "" until the first failure is published."""
-    return Failure.from_json(json.loads(raw.decode())) if raw else None
+    """The failure key holds "" until the first failure is published; :class:`Malformed`
+    for anything that is not a failure."""
+    if not raw:
+        return None
+    doc = _json(raw)
+    if not isinstance(doc, dict):
+        raise Malformed(f"a failure is a JSON object, not {type(doc).__name__}")
+    try:
+        failure = Failure.from_json(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Malformed(f"not a failure: {type(exc).__name__}") from None
+    if not (isinstance(failure.node, str) and _is_int(failure.node_rank) and _CHECKS["float"](failure.time)):
+        raise Malformed("a failure's node, node_rank or time has the wrong type")
+    return failure
+
+
+MAX_BEAT = 2**62  # a heart-beat number above this is no launcher's (it counts seconds)
+
+
+def parse_beat(raw: bytes) -> int:
+    """A heart-beat number: ASCII digits, not absurdly large."""
+    if not (0 < len(raw) <= 19 and raw.isdigit()) or int(raw) > MAX_BEAT:
+        raise Malformed("a heart-beat is a decimal number")
+    return int(raw)
+
+
+def parse_mark(raw: bytes) -> bool:
+    """A done mark or an ack: the one value ``1``."""
+    if raw != b"1":
+        raise Malformed('a mark is "1"')
+    return True
+
+
+def parse_text(raw: bytes) -> str:
+    """A short ASCII report (a silence report)."""
+    if len(raw) > 64 or not raw.isascii():
+        raise Malformed("a report is short ASCII text")
+    return raw.decode()

@@ -7,8 +7,10 @@ part of the MAC, so a sealed value cannot be replayed under another key. A value
 seal does not verify is treated as absent and reported once per key. Key names also
 carry a namespace derived from the secret, so an outsider cannot even find them.
 
-Counters that are only increments (``joined``, ``done``, ``acks``) cannot carry a seal;
-they only say when to look, and what is looked at then is sealed (see ``client``).
+The sealer is also where every other value that is not what the protocol says (garbage,
+the wrong type, an impossible number: ``protocol.Malformed``) is reported, once per key
+and counted (:meth:`Sealer.reject`, :meth:`Sealer.rejected`): the launcher log says it, and
+the outcome record and the Prometheus file count it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class Sealer:
     def __init__(self, key: bytes | None, on_forged: Callable[[str], None] | None = None) -> None:
         self._key = key
         self._on_forged = on_forged or (lambda _message: None)
-        self._reported: set[str] = set()
+        self._reported: dict[str, None] = {}  # keys reported, in order
         self._lock = threading.Lock()
 
     @property
@@ -71,11 +73,24 @@ class Sealer:
         return None
 
     def _forged(self, key: str) -> None:
+        self._report(
+            key,
+            f"ignored a value of store key {key} that is not sealed with this job's secret "
+            "(written by someone else)",
+        )
+
+    def reject(self, key: str, why: str) -> None:
+        """A value under ``key`` that is not what the protocol says: ignored, reported once."""
+        self._report(key, f"ignored a value of store key {key} that the protocol does not allow ({why})")
+
+    def _report(self, key: str, message: str) -> None:
         with self._lock:
             if key in self._reported:
                 return
-            self._reported.add(key)
-        self._on_forged(
-            f"ignored a value of store key {key} that is not sealed with this job's secret "
-            "(written by someone else)"
-        )
+            self._reported[key] = None
+        self._on_forged(message)
+
+    def rejected(self) -> tuple[str, ...]:
+        """The keys whose values were ignored so far (forged or malformed), first first."""
+        with self._lock:
+            return tuple(self._reported)

@@ -1,0 +1,78 @@
+"""Reading the store's keys as untrusted input: a key anyone may have deleted, a value
+anyone may have overwritten.
+
+A TCPStore ``get`` (or ``multi_get``) of a missing key blocks until the key appears or
+the connection's timeout passes, and then raises as a broken store would: one deleted key
+would stall a launcher for the heart-beat timeout and end its attempt as a lost store.
+So a key that may be missing is read with ``compare_set(key, MISSING, MISSING)``: the
+store answers the value, or ``MISSING`` when there is none, at once and without creating
+it. Several keys are read with one ``check`` and, when all are there, one ``multi_get``.
+
+What is read is then opened (the seal) and parsed (``protocol``'s parsers) in one place,
+:func:`opened`: a value that is not what the protocol says is reported once per key by
+the sealer and reads as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from slurm_ft.launch.rendezvous import stores
+from slurm_ft.launch.rendezvous.protocol import Malformed
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import Store
+
+T = TypeVar("T")
+
+# Expected and desired value of a read: no launcher ever writes it. Someone else may:
+# then the key reads as missing, which is what a value not from the protocol amounts to.
+MISSING = "slurm-ft:no-such-key:5e1d"
+_MISSING = MISSING.encode()
+
+
+def probe(store: Store, key: str) -> bytes | None:
+    """The value of ``key``, or None when it does not exist; one round trip, never blocks."""
+    raw = store.compare_set(key, MISSING, MISSING)
+    return None if raw == _MISSING else raw
+
+
+def read(store: Store, keys: Sequence[str]) -> list[bytes | None]:
+    """Each key's value, None where it does not exist: two round trips when all exist (the
+    usual case), else one per key. A key deleted between the two requests costs one wait
+    of the connection's timeout, then the keys are read one by one."""
+    if not keys:
+        return []
+    if store.check(list(keys)):
+        try:
+            return list(store.multi_get(list(keys)))
+        except RuntimeError as exc:
+            if not stores.is_timeout(exc):
+                raise
+    return [probe(store, k) for k in keys]
+
+
+def opened(sealer: Sealer, key: str, raw: bytes | None, parse: Callable[[bytes], T]) -> T | None:
+    """The parsed value under a valid seal; None when absent, forged or malformed (the
+    sealer reports each such key once)."""
+    if raw is None:
+        return None
+    value = sealer.open(key, raw)
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except Malformed as exc:
+        sealer.reject(key, str(exc))
+        return None
+
+
+def ensure(store: Store, key: str, sealed: str) -> bool:
+    """``key`` holds ``sealed`` afterwards: one answered round trip when it already does
+    (``compare_set`` from "" also creates a missing or emptied key); a second, a ``set``,
+    when someone overwrote it. True in that case."""
+    answer = store.compare_set(key, "", sealed)
+    if answer == sealed.encode():
+        return False
+    store.set(key, sealed)
+    return True
