@@ -55,12 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", metavar="FILE", help=f"YAML settings (default $SLURM_FT_CONFIG, else {DEFAULT_CONFIG})"
     )
-    p.add_argument("--checks", metavar="LIST", help=f"comma-separated subset of {','.join(CHECK_NAMES)}")
+    p.add_argument(
+        "--health-checks",
+        "--checks",
+        dest="checks",
+        metavar="LIST",
+        help=f"comma-separated subset of {','.join(CHECK_NAMES)} (default all; the launcher's "
+        "option of the same name)",
+    )
     p.add_argument("--deadline", metavar="SECONDS", help="overall time limit for all checks (default 10)")
     p.add_argument(
         "--nics", metavar="LIST", help="NIC names or globs (mlx5_*,ib0,eth*); default all RDMA devices"
     )
-    p.add_argument("--nic-mode", choices=("absolute", "transition"), help="how NIC state is judged")
+    p.add_argument(
+        "--nic-mode",
+        choices=("absolute", "transition"),
+        help="how NIC state is judged (default absolute: a selected port not up fails; this check has "
+        "no earlier look to compare with, unlike the launcher, whose default is transition)",
+    )
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs root (default /sys)")
     p.add_argument("--proc-root", metavar="DIR", help="procfs root (default /proc)")
     p.add_argument("--paths", metavar="LIST", help="absolute paths that must be readable; %%n = node name")
@@ -90,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object with every result")
-    out.add_argument("--quiet", action="store_true", help="print only failures")
+    out.add_argument("--quiet", action="store_true", help="print only what failed (nothing when healthy)")
     p.add_argument("--prom-file", metavar="PATH", help="write node-exporter textfile metrics (atomically)")
     p.add_argument(
         "--drain",

@@ -28,6 +28,10 @@ class UsageParser(argparse.ArgumentParser):
         # today would change meaning when an option is added).
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        if kwargs.get("prog") and self.add_help:  # every command (not a shared parent's options)
+            from slurm_ft import __version__
+
+            self.add_argument("--version", action="version", version=f"{self.prog} {__version__}")
 
     def error(self, message: str) -> NoReturn:
         parsers: list[argparse.ArgumentParser] = [self]

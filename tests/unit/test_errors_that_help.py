@@ -121,3 +121,32 @@ def test_the_readme_says_what_the_errors_say(clean, capsys):
     cfg.write_text("slurm_ft:\n  launch:\n    max_restart: 3\n")
     said = launch_error(capsys, "--config", "run.yaml", "train.py").split("error: ", 1)[1]
     assert f"`{said}`" in prose
+
+
+COMMANDS = ("launch", "healthcheck", "progress", "report", "logs", "drill")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_answers_version(command, capsys):
+    import importlib
+
+    from slurm_ft import __version__
+
+    module = importlib.import_module(f"slurm_ft.cli.{command}")
+    with pytest.raises(SystemExit) as done:
+        module.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"slurm-ft-{command} {__version__}\n"
+
+
+def test_one_name_per_setting_across_commands(clean, capsys):
+    """The health check takes the launcher's --health-checks (its own --checks stays)."""
+    from slurm_ft.cli import launchoptions
+
+    launcher = launchoptions.build_parser().format_help()
+    health = healthcheck.build_parser().format_help()
+    for shared in ("--health-checks", "--nics", "--paths", "--config", "--nic-mode"):
+        assert shared in launcher and shared in health, shared
+    assert healthcheck.build_parser().parse_args(["--health-checks", "storage"]).checks == "storage"
+    assert healthcheck.build_parser().parse_args(["--checks", "storage"]).checks == "storage"
+    assert "default absolute" in " ".join(health.split())  # and why it differs from the launcher's
