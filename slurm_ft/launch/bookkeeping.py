@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft import procident, records
+from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
@@ -48,6 +49,12 @@ class RunSummary:
     def started(self, cycle: int) -> RunSummary:
         return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
 
+    def closed(self, failure: Failure | None, *, succeeded: bool) -> RunSummary:
+        """After a cycle: its failure is the last one; a success clears the last one."""
+        if failure is not None:
+            return dataclasses.replace(self, last_failure=failure)
+        return dataclasses.replace(self, last_failure=None) if succeeded else self
+
 
 class Bookkeeper:
     def __init__(
@@ -74,6 +81,20 @@ class Bookkeeper:
         # Every state-dir file operation (bounded off local disks; the agent sets its
         # timeout and where it reports a stall).
         self.io = StateIO(state.path, job.node_name)
+
+    @classmethod
+    def for_launcher(cls, cfg: AgentConfig, clock: Callable[[], float]) -> Bookkeeper:
+        """The books of the launcher that ``cfg`` describes."""
+        applog = cfg.settings.applog
+        return cls(
+            cfg.state,
+            cfg.job,
+            cfg.run_id,
+            cfg.topo,
+            clock,
+            applog_prefix=applog.prefix,
+            applog_per_node=applog.per_node,
+        )
 
     def _write(self, path: Path, record: Record) -> None:
         self.io.write_json(path, record.to_json())

@@ -14,11 +14,12 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -222,6 +223,15 @@ class NodeWatch:
             slots, self._slots = self._slots, {}
         for view in slots.values():
             view.close()
+
+    @contextlib.contextmanager
+    def watching(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> Iterator[None]:
+        """:meth:`begin`, and :meth:`end` however the watch ends."""
+        self.begin(index, pids, slot_paths)
+        try:
+            yield
+        finally:
+            self.end()
 
     def quiet(self) -> float:
         """Seconds since any worker of this node last showed life: wrote a byte (sampled

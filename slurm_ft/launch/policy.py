@@ -5,6 +5,8 @@ Three kinds of decision live here and nowhere else:
 * before each cycle, node 0's one decision for every launcher: run, or stop with which
   exit code and why (:func:`decide`, :func:`no_progress`);
 * with spare nodes, which launcher holds each node rank in the cycle (:func:`place`);
+* during a cycle, how long the watch may sleep between its periodic duties
+  (:func:`watch_sleep`);
 * how this launcher's attempt ends: every way out — success, a stop decision, a
   forwarded signal, a lost store, a failed background thread, a launcher bug — is one
   :class:`Ending` made by one function below, so the exit code of each is chosen in
@@ -161,6 +163,25 @@ def departed(reason: str) -> Verdict:
     """What node 0 tells the peers when it leaves between cycles (a signal, a launcher
     failure): a fixed-size job cannot go on without it."""
     return Verdict(False, int(ExitCode.WORKERS_FAILED), reason)
+
+
+# ----------------------------------------------------------------------- the watch
+
+
+def watch_sleep(
+    monitor_interval: float, hang_period: float, nic_interval: float | None, metrics: bool
+) -> float:
+    """How long the watch may sleep: until its next periodic duty (the store poll, the hang
+    look, the NIC sample when NICs are monitored, the metrics file's 1 s tick). Everything
+    that ends a cycle wakes it at once instead: a worker's exit (pidfd), a signal, a halt
+    anywhere (halt waiter), a lost peer (peer monitor), a dead background thread (wake
+    pipe); the store is polled only every ``monitor_interval`` as a fallback."""
+    duties = [monitor_interval, hang_period]
+    if nic_interval is not None:
+        duties.append(nic_interval)
+    if metrics:
+        duties.append(1.0)
+    return min(duties)
 
 
 # ----------------------------------------------------------------------- the ending

@@ -50,6 +50,10 @@ class SignalBox:
         with contextlib.suppress(OSError):
             os.write(self._write_fd, bytes([int(signum) & 0xFF]))
 
+    def arrived(self) -> bool:
+        """Whether a signal arrived (a check for the store waits: they end early then)."""
+        return self.received is not None
+
     @property
     def fd(self) -> int:
         """Readable whenever a signal has arrived; include it in every poll."""

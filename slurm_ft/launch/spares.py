@@ -135,6 +135,37 @@ class SpareBook:
         """The names of the launchers retired for one of ``why``, in hostlist order."""
         return tuple(node_name(names, k) for k, r in sorted(self.retired.items()) if r.why in why)
 
+    def verdict(
+        self,
+        restart: int,
+        joins: Sequence[JoinInfo | None],
+        lost: Sequence[int],
+        previous: Failure | None,
+        names: Sequence[str],
+        max_restarts: int,
+    ) -> tuple[policy.Verdict, tuple[str, ...]]:
+        """Node 0's join of cycle ``restart``: retire the bad launchers and place the node
+        ranks; the policy's verdict on that, and the moves (replacements) as text."""
+        explained = self.note_roster(joins, lost)
+        if restart > 0:
+            self.note_failure(previous, explained=explained)
+        placement = self.plan(restart)
+        verdict = policy.decide(
+            restart=restart + self.charged,
+            max_restarts=max_restarts,
+            previous_failure=previous,
+            unhealthy=[
+                (names[k], r.detail)
+                for k, r in sorted(self.retired.items())
+                if r.why in (Why.UNHEALTHY, Why.STUCK)
+            ],
+            lost=self.named(names, (Why.LOST,)),
+            missing=self.named(names, (Why.MISSING,)),
+            suspect=self.named(names, (Why.SUSPECT,)),
+            placement=placement,
+        )
+        return verdict, tuple(describe(r, names) for r in placement.replacements)
+
 
 def describe(r: policy.Replacement, names: Sequence[str]) -> str:
     return f"node rank {r.slot}: {names[r.old]} -> {names[r.new]} ({r.why})"

@@ -70,5 +70,10 @@ def blind(detail: str) -> Exit:
     return Exit(ending, f"{detail}; exiting {ending.exit_code}", linger=DEPARTURE_LINGER_S, departing=True)
 
 
-def crashed(error: str, traceback: str) -> Exit:
-    return Exit(policy.launcher_failed(error, traceback), linger=DEPARTURE_LINGER_S, departing=True)
+def crashed(exc: Exception) -> Exit:
+    """A bug or an unexpected condition in the launcher: its error and traceback."""
+    import traceback  # only on this path: keeps every start short
+
+    error = f"{type(exc).__name__}: {exc}"
+    ending = policy.launcher_failed(error, "".join(traceback.format_exception(exc)))
+    return Exit(ending, linger=DEPARTURE_LINGER_S, departing=True)

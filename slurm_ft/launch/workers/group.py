@@ -127,6 +127,12 @@ class CycleWorkers:
         """Spawn the node's workers; a spawn never leaves half a group or an open log behind.
         ``first``: this launcher's first workers (what a kernel without pidfds changes is
         said then, once)."""
+        topo = cfg.topo
+        events.event(
+            f"cycle {cycle} (restart {i}/{cfg.settings.launch.max_restarts}): starting {topo.nproc_per_node} "
+            f"worker(s), ranks {topo.ranks.start}-{topo.ranks.stop - 1} of {topo.world_size}, "
+            f"MASTER_PORT {d.master_port}"
+        )
         job = cfg.job_env(str(run_dir))
         files = {rank: _fresh_files(job, rank) for rank in cfg.topo.ranks}
         specs = _specs(cfg, job, i, cycle, d, io)
