@@ -209,9 +209,19 @@ class Scribe:
             os.close(self._req_w)
         self._req_w = -1
 
-    def request(self, op: int, path: str, data: bytes = b"", arg: int = 0, *, timeout: float) -> Reply:
+    def request(
+        self,
+        op: int,
+        path: str,
+        data: bytes = b"",
+        arg: int = 0,
+        *,
+        timeout: float,
+        abort: Callable[[], bool] | None = None,
+    ) -> Reply:
         """An answered request about ``path``; raises :class:`Stalled` when no answer comes
-        within ``timeout`` (or at once when the child already stopped answering)."""
+        within ``timeout`` (or at once when the child already stopped answering), or as
+        soon as ``abort`` turns true (a signal arrived: its bound comes first)."""
         ident = next(self._ids)
         encoded = os.fsencode(path)
         if op in (wire.OP_ATOMIC, wire.OP_ADDLINE):
@@ -224,7 +234,9 @@ class Scribe:
                 left = deadline - time.monotonic()
                 if left <= 0 or (self._broken and not self._reader.is_alive()):
                     raise Stalled(path)
-                self._cond.wait(min(left, _POLL_SLICE_S * 5))
+                if abort is not None and abort():
+                    raise Stalled(path)
+                self._cond.wait(min(left, _POLL_SLICE_S))
             return self._replies.pop(ident)
 
     def _read_replies(self) -> None:

@@ -99,6 +99,7 @@ class Agent:
         self.books.io = StateIO(
             cfg.state.path, cfg.job.node_name, timeout=self.launch.write_timeout, on_event=events.event
         )
+        self.books.io.interrupted = lambda: signals.received is not None
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None

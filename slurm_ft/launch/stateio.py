@@ -58,6 +58,9 @@ class StateIO:
         self._lock = threading.RLock()
         self.pending: dict[Path, tuple[bytes, bool]] = {}
         self.stalled_on: Path | None = None  # the write that stopped answering (until it answers)
+        # True once a signal arrived: a wait that began before it ends at once (the
+        # signal's --term-timeout comes first); the way out's own waits are not cut short.
+        self.interrupted: Callable[[], bool] = lambda: False
         self._said_stall = False
 
     # ------------------------------------------------------------------ state
@@ -97,7 +100,13 @@ class StateIO:
         if self._on_event is not None:
             self._on_event(text)
 
-    def _stalled(self, path: Path) -> None:
+    def _abort(self) -> Callable[[], bool] | None:
+        """For a wait beginning now: true once a signal arrives (None: one already has)."""
+        return None if self.interrupted() else self.interrupted
+
+    def _stalled(self, path: Path, abort: Callable[[], bool] | None) -> None:
+        if abort is not None and abort():
+            return  # cut short by a signal, not a mount that stopped answering
         self.stalled_on = path
         if not self._said_stall:
             self._said_stall = True
@@ -131,13 +140,19 @@ class StateIO:
         """One atomic write by the child; False (and the write kept) when it stalled."""
         from slurm_ft.scribe import Stalled
 
+        abort = self._abort()
         try:
             reply = self._child().request(
-                wire.OP_ATOMIC, str(path), data, wire.BACKUP if backup else 0, timeout=self.timeout
+                wire.OP_ATOMIC,
+                str(path),
+                data,
+                wire.BACKUP if backup else 0,
+                timeout=self.timeout,
+                abort=abort,
             )
         except Stalled:
             self.pending[path] = (data, backup)
-            self._stalled(path)
+            self._stalled(path, abort)
             return False
         reply.raise_error(str(path))
         return True
@@ -193,10 +208,11 @@ class StateIO:
         with self._lock:
             if not self._recovered():
                 return
+            abort = self._abort()
             try:
-                reply = self._child().request(op, str(path), data, timeout=self.timeout)
+                reply = self._child().request(op, str(path), data, timeout=self.timeout, abort=abort)
             except Stalled:
-                self._stalled(path)
+                self._stalled(path, abort)
                 return
             reply.raise_error(str(path))
 
@@ -217,10 +233,11 @@ class StateIO:
                 return self.pending[path][0]
             if not self._recovered():
                 return None
+            abort = self._abort()
             try:
-                reply = self._child().request(wire.OP_READ, str(path), timeout=self.timeout)
+                reply = self._child().request(wire.OP_READ, str(path), timeout=self.timeout, abort=abort)
             except Stalled:
-                self._stalled(path)
+                self._stalled(path, abort)
                 return None
             if reply.missing:
                 return None

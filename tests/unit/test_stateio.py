@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -91,3 +92,27 @@ def test_close_leaves_a_stuck_child_behind_killed(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 0.5  # stalled: not waited for
     # SIGKILL ends a child in an interruptible wait at once (one in state D: when it answers)
     wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 5, message="killed child reaped")
+
+
+def test_a_signal_cuts_a_wait_short_but_not_the_way_outs_own(tmp_path: Path) -> None:
+    events: list[str] = []
+    state = StateIO(tmp_path, "nodeA", timeout=30.0, on_event=events.append, scribe=True)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    arrived: list[bool] = []
+    state.interrupted = lambda: bool(arrived)
+    timer = threading.Timer(0.3, lambda: arrived.append(True))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        assert state.read_bytes(fifo) is None  # cut short: the signal's bound comes first
+        assert time.monotonic() - t0 < 2.0
+        assert events == []  # a signal, not a mount that stopped answering
+        release(fifo)
+        # after the signal, the way out's own writes are waited for as usual
+        state.write_json(tmp_path / "outcome.json", {"exit_code": 143})
+        assert state.settle(5.0)
+        assert json.loads((tmp_path / "outcome.json").read_text()) == {"exit_code": 143}
+    finally:
+        timer.cancel()
+        state.close(1.0)
