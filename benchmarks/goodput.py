@@ -59,7 +59,11 @@ TORCHRUN_BATCH = """#!/bin/bash
 # USR1 (--signal=B:USR1, or a preemption): requeue, as a torchrun user's script does.
 trap 'echo "USR1: requeue"; scontrol requeue $SLURM_JOB_ID; exit 0' USR1
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
-srun --kill-on-bad-exit=0 torchrun --nnodes={active}:{active} --nproc-per-node=1 \\
+# The rendezvous store lives with the first node's agent (every "node" here is one host,
+# so torchrun's own guess, by host name and address, would be right for all of them).
+agent='h=0; [ "$SLURMD_NODENAME" = "$0" ] && h=1; exec torchrun --rdzv-conf is_host=$h "$@"'
+srun --kill-on-bad-exit=0 bash -c "$agent" "$head" \\
+    --nnodes={active}:{active} --nproc-per-node=1 \\
     --max-restarts={max_restarts} --rdzv-backend=c10d --rdzv-endpoint="$head:29577" \\
     --rdzv-id="$SLURM_JOB_ID" {trainer} {args} &
 wait $!
@@ -153,7 +157,7 @@ def _steps(log: Path) -> list[tl.Step]:
 
 def _trainer_args(work: Path, a: argparse.Namespace) -> str:
     return (
-        f"--ckpt {work / 'ckpt'} --log {work / 'steps.jsonl'} --pids {work / 'pids'} "
+        f"--ckpt {work / 'ckpt'} --step-log {work / 'steps.jsonl'} --pids {work / 'pids'} "
         f"--step-time {a.step_time} --ckpt-every {a.ckpt_every} --pg-timeout {a.pg_timeout}"
     )
 
@@ -166,14 +170,14 @@ def _prepare(out: Path, tool: str) -> Path:
 
 
 def _finish(
-    tool: str, job_id: str, work: Path, first: float, deadline: float, a: argparse.Namespace
+    tool: str, job_id: str, work: Path, start: float, first: float, deadline: float, a: argparse.Namespace
 ) -> RunResult:
+    """``start``: the job's first start (a requeue moves Slurm's StartTime)."""
     kept = _newest_before(work / "ckpt", deadline)
     _sh(["scancel", job_id])
     _wait(lambda: ended(_state(job_id)), 120, f"job {job_id} to end")
     steps = _steps(work / "steps.jsonl")
     pace = tl.step_time(steps)
-    start = _job_start(job_id)
     reached = _first_at_or_past(work / "ckpt", a.target)
     return RunResult(
         tool=tool,
@@ -219,16 +223,26 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
     )
     job_id = _sbatch(work / TEMPLATE.name, [f"--nodes={NODES}", "--no-kill"], job_env)
     print(f"slurm-ft: job {job_id}", flush=True)
+    try:
+        return _slurm_ft_run(out, a, env, work, job_id)
+    finally:
+        _sh(["scancel", job_id])  # a run cut short leaves no job behind (a no-op once it ended)
+
+
+def _slurm_ft_run(
+    out: Path, a: argparse.Namespace, env: dict[str, str], work: Path, job_id: str
+) -> RunResult:
     state = StateDir(work / ".slurm_ft" / job_id)
     _wait(lambda: bool(list(state.processes_dir.glob("cycle*/*.json"))), 300, "slurm-ft's first workers")
     first = time.time()
+    start = _job_start(job_id)
     drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id, "--every", str(a.every), "--mix", a.mix]
     drill_cmd += ["--seed", str(a.seed), "--duration", str(a.duration)]
     with open(work / "drill.out", "w") as drill_out:
         drill = subprocess.Popen(drill_cmd, cwd=work, env=env, stdout=drill_out, stderr=subprocess.STDOUT)
     deadline = first + a.duration
     time.sleep(max(0.0, deadline - time.time()))
-    result = _finish("slurm-ft", job_id, work, first, deadline, a)
+    result = _finish("slurm-ft", job_id, work, start, first, deadline, a)
     try:
         drill.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -346,8 +360,16 @@ def run_torchrun(out: Path, a: argparse.Namespace, env: dict[str, str], plan: li
     )
     job_id = _sbatch(script, [], dict(env, GLOO_SOCKET_IFNAME="lo"))
     print(f"torchrun: job {job_id}", flush=True)
+    try:
+        return _torchrun_run(a, plan, work, job_id)
+    finally:
+        _sh(["scancel", job_id])
+
+
+def _torchrun_run(a: argparse.Namespace, plan: list[Planned], work: Path, job_id: str) -> RunResult:
     _wait(lambda: len(list((work / "pids").glob("*.json"))) >= ACTIVE_NODES, 300, "torchrun's first workers")
     first = time.time()
+    start = _job_start(job_id)
     state = StateDir(work / "drill-state")
     injector = threading.Thread(
         target=_inject_plan, args=(plan, job_id, work, state, first, a.seed), daemon=True
@@ -355,7 +377,7 @@ def run_torchrun(out: Path, a: argparse.Namespace, env: dict[str, str], plan: li
     injector.start()
     deadline = first + a.duration
     time.sleep(max(0.0, deadline - time.time()))
-    result = _finish("torchrun", job_id, work, first, deadline, a)
+    result = _finish("torchrun", job_id, work, start, first, deadline, a)
     injector.join(timeout=60)
     drills = [records.read_json(p) for p in sorted(state.drills_dir.glob("*.json"))]
     result.faults = _costs([d for d in drills if d], work, result)

@@ -5,7 +5,7 @@ Every step is a real DDP step (forward, backward, gradient all-reduce) padded to
 ``--step-time`` so the undisturbed pace does not depend on the load of the machine. Rank 0
 saves ``CKPT/step_<N>/state.pt`` every ``--ckpt-every`` steps (written under a temporary
 name, then renamed: a ``checkpoint-dir:`` progress source sees whole checkpoints only), and
-logs every step to ``--log`` (``{"t", "step"}``). A new run resumes from the newest
+logs every step to ``--step-log`` (``{"t", "step"}``). A new run resumes from the newest
 checkpoint; the steps after it are done again. Every rank writes where it runs to
 ``--pids DIR/<node>.rank<R>.json`` (its pid, its parent's — torchrun's agent — and their
 start ticks), which is how the benchmark aims faults at a torchrun job, that keeps no
@@ -73,7 +73,7 @@ def note_pids(directory: str, rank: int, local_rank: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--log", required=True)
+    p.add_argument("--step-log", required=True)
     p.add_argument("--pids", required=True)
     p.add_argument("--step-time", type=float, default=0.2)
     p.add_argument("--ckpt-every", type=int, default=25)
@@ -95,7 +95,7 @@ def main() -> int:
         opt.load_state_dict(state["opt"])
     print(f"rank {rank}: resumed from step {step}", flush=True)
     x, y = torch.randn(64, 256), torch.randn(64, 1)
-    log = open(a.log, "a") if rank == 0 else None  # noqa: SIM115 (open for the whole run)
+    log = open(a.step_log, "a") if rank == 0 else None  # noqa: SIM115 (open for the whole run)
     next_tick = time.monotonic()
     while True:
         next_tick += a.step_time
