@@ -44,6 +44,9 @@ class Option:
     setting: str | None = None  # the settings key it sets (command-line layer); None: read apart
     takes: Takes = Takes.VALUE
     choices: tuple[str, ...] | None = None
+    # The default as the README shows it (markdown), where the setting's value is not what
+    # a user sees (derived at run time); None: from the setting (:func:`shown_default`).
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,9 @@ def _opt(
     setting: str | None = None,
     takes: Takes = Takes.VALUE,
     choices: tuple[str, ...] | None = None,
+    default: str | None = None,
 ) -> Option:
-    return Option(flags, dest, help, metavar, setting, takes, choices)
+    return Option(flags, dest, help, metavar, setting, takes, choices, default)
 
 
 LAUNCHER = OptionGroup(
@@ -74,7 +78,7 @@ LAUNCHER = OptionGroup(
             "--nproc_per_node",
             dest="nproc_per_node",
             metavar="N|auto|gpu|cpu",
-            help="workers on this node (default auto: GPUs from Slurm or NVML, else 1)",
+            help="workers on this node: N, auto (GPUs from Slurm or NVML, else 1), gpu, cpu",
             setting="launch.nproc_per_node",
         ),
         _opt(
@@ -82,7 +86,7 @@ LAUNCHER = OptionGroup(
             "--max_restarts",
             dest="max_restarts",
             metavar="N",
-            help="in-job restarts for the whole job, agreed by every node (default 3)",
+            help="in-job restarts for the whole job, agreed by every node",
             setting="launch.max_restarts",
         ),
         _opt(
@@ -90,7 +94,7 @@ LAUNCHER = OptionGroup(
             "--monitor_interval",
             dest="monitor_interval",
             metavar="S",
-            help="fallback poll of the job while workers run; events wake the launcher at once (default 2)",
+            help="fallback poll of the job while workers run; events wake the launcher at once",
             setting="launch.monitor_interval",
         ),
         _opt(
@@ -98,14 +102,14 @@ LAUNCHER = OptionGroup(
             "--workers_stop_timeout",
             dest="workers_stop_timeout",
             metavar="S",
-            help="after a failure: grace of a worker inside a section before SIGKILL (default 15)",
+            help="after a failure: grace of a worker inside a section or still writing before SIGKILL",
             setting="launch.workers_stop_timeout",
         ),
         _opt(
             "--failure-stop-grace",
             dest="failure_stop_grace",
             metavar="S",
-            help="after a failure: grace of the other workers before SIGKILL (default 0.2)",
+            help="after a failure: grace of the other (idle) workers before SIGKILL",
             setting="launch.failure_stop_grace",
         ),
         _opt(
@@ -113,38 +117,42 @@ LAUNCHER = OptionGroup(
             "--term_timeout",
             dest="term_timeout",
             metavar="S",
-            help="grace after forwarding a terminating signal before SIGKILL (default 25)",
+            help="grace after forwarding a terminating signal before SIGKILL (Ctrl-C twice: at once)",
             setting="launch.term_timeout",
         ),
         _opt(
             "--join-timeout",
             dest="join_timeout",
             metavar="S",
-            help="how long node 0 waits for every launcher to join a cycle (default 300)",
+            help="how long node 0 waits for every launcher to join a cycle",
             setting="launch.join_timeout",
         ),
         _opt(
             "--rdzv-port",
             dest="rdzv_port",
             metavar="PORT",
-            help="port of node 0's rendezvous store (default derived from the job id)",
+            help="port of node 0's rendezvous store",
             setting="launch.rdzv_port",
+            default="from the job id",
         ),
         _opt(
             "--forward-signals",
             dest="forward_signals",
             metavar="LIST",
-            help="signals forwarded to workers, comma list (default SIGTERM,SIGINT,SIGUSR1,SIGUSR2)",
+            help="signals forwarded to workers, comma list",
             setting="launch.forward_signals",
         ),
         _opt(
             "--state-dir",
             dest="state_dir",
             metavar="DIR",
-            help="job state dir (default $SLURM_SUBMIT_DIR/.slurm_ft/<job>)",
+            help="job state dir: ledger, cycle records, outcome",
             setting="state_dir",
+            default="`$SLURM_SUBMIT_DIR/.slurm_ft/<job id>`",
         ),
-        _opt("--config", dest="config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)"),
+        _opt(
+            "--config", dest="config", metavar="FILE", help="YAML settings file", default="`$SLURM_FT_CONFIG`"
+        ),
         _opt(
             "--prom-file",
             dest="prom_file",
@@ -164,7 +172,7 @@ LAUNCHER = OptionGroup(
             dest="allow_outside_step",
             takes=Takes.SWITCH,
             help="start even outside a job step (an salloc shell, a batch script without srun): "
-            "you know this node is the one (default: refused, run it with srun)",
+            "you know this node is the one (else refused: run it with srun)",
             setting="launch.allow_outside_step",
         ),
     ),
@@ -195,6 +203,7 @@ LOG = OptionGroup(
             metavar="SPEC",
             help="no SPEC: also echo worker output to stdout; torchrun's SPEC (3, 0:1,1:2): those "
             "streams also into per-rank files under --log-dir",
+            default="off, `0`",
         ),
         _opt(
             "-r",
@@ -209,9 +218,9 @@ LOG = OptionGroup(
             "--log_dir",
             dest="log_dir",
             metavar="DIR",
-            help="root of the per-rank files: DIR/<run id>/attempt_<cycle>/<rank>/stdout.log, stderr.log "
-            "(default <state dir>/logs)",
+            help="root of the per-rank files: DIR/<run id>/attempt_<cycle>/<rank>/stdout.log, stderr.log",
             setting="applog.log_dir",
+            default="`<state dir>/logs`",
         ),
         _opt(
             "--local-ranks-filter",
@@ -220,6 +229,7 @@ LOG = OptionGroup(
             metavar="LIST",
             help="local ranks echoed by --tee (comma list)",
             setting="applog.local_ranks_filter",
+            default="all",
         ),
         _opt(
             "--launcher-log",
@@ -267,12 +277,14 @@ PROGRESS = OptionGroup(
             "--max-no-progress-cycles",
             dest="max_no_progress_cycles",
             metavar="N",
+            help="stop (exit 93) after N cycles in a row without progress; 0: never",
             setting="progress.max_no_progress_cycles",
         ),
         _opt(
             "--min-progress-iterations",
             dest="min_progress_iterations",
             metavar="N",
+            help="how far the iteration must move for a cycle to count as progress",
             setting="progress.min_progress_iterations",
         ),
     ),
@@ -285,7 +297,8 @@ HEALTH = OptionGroup(
             "--health-checks",
             dest="health_checks",
             metavar="LIST|none",
-            help="checks before each join: nic,storage,gpu or none",
+            help="checks before each join: a subset of nic,storage,gpu, or none",
+            default="`nic,storage,gpu`",
         ),
         _opt(
             "--nics",
@@ -293,6 +306,7 @@ HEALTH = OptionGroup(
             metavar="LIST",
             help="NICs that must be up (comma list, globs)",
             setting="health.nics",
+            default="all",
         ),
         _opt(
             "--paths",
@@ -305,7 +319,7 @@ HEALTH = OptionGroup(
             "--nic-mode",
             dest="nic_mode",
             choices=("absolute", "transition"),
-            help="NICs judged by change since the launcher started (transition, default) or as they are",
+            help="transition: a port judged by its change since the launcher started; absolute: as it is",
             setting="launch.nic_mode",
         ),
     ),
@@ -340,7 +354,7 @@ PLACEMENT = OptionGroup(
             "--nic-monitor-interval",
             dest="nic_monitor_interval",
             metavar="S",
-            help="NIC sample period (default 5)",
+            help="seconds between two NIC samples",
             setting="health.nic_monitor_interval",
         ),
         _opt(
@@ -360,7 +374,7 @@ SPARES = OptionGroup(
             "--spare-nodes",
             dest="spare_nodes",
             metavar="K",
-            help="of the job's nodes, K stand by and replace a lost, unhealthy or suspect node (default 0)",
+            help="of the job's nodes, K stand by and replace a lost, unhealthy or suspect node",
             setting="launch.spare_nodes",
         ),
         _opt(
@@ -374,7 +388,7 @@ SPARES = OptionGroup(
             "--suspect-after",
             dest="suspect_after",
             metavar="M",
-            help="with spares, replace a node that hosted the first failure of M cycles in a row (default 2)",
+            help="with spares, replace a node that hosted the first failure of M cycles in a row",
             setting="launch.suspect_after",
         ),
     ),
@@ -387,49 +401,49 @@ HANG = OptionGroup(
             "--hang-timeout",
             dest="hang_timeout",
             metavar="S",
-            help="no worker of the job wrote for S s (default 1800)",
+            help="a hang: no worker of the whole job wrote (or heart-beat) for S s",
             setting="hang.timeout",
         ),
         _opt(
             "--hang-iteration-timeout",
             dest="hang_iteration_timeout",
             metavar="S",
-            help="checkpoint iteration did not advance for S s (default 0: off)",
+            help="a hang: the checkpoint iteration did not advance for S s",
             setting="hang.iteration_timeout",
         ),
         _opt(
             "--rank-heartbeat-timeout",
             dest="rank_heartbeat_timeout",
             metavar="S",
-            help="slurm_ft.worker.heartbeat()",
+            help="a hang: a rank did not call slurm_ft.worker.heartbeat() for S s",
             setting="hang.rank_heartbeat_timeout",
         ),
         _opt(
             "--rank-initial-heartbeat-timeout",
             dest="rank_initial_heartbeat_timeout",
             metavar="S",
-            help="first heartbeat after start",
+            help="a hang: a rank's first heartbeat did not come within S s of its start",
             setting="hang.rank_initial_heartbeat_timeout",
         ),
         _opt(
             "--rank-section-timeouts",
             dest="rank_section_timeouts",
             metavar="NAME=S,...",
-            help="per section",
+            help="a hang: a rank stayed in section NAME (slurm_ft.worker.section) longer than S s",
             setting="hang.rank_section_timeouts",
         ),
         _opt(
             "--rank-out-of-section-timeout",
             dest="rank_out_of_section_timeout",
             metavar="S",
-            help="between sections",
+            help="a hang: a rank that used sections stayed outside every section for S s",
             setting="hang.rank_out_of_section_timeout",
         ),
         _opt(
             "--rank-termination-signal",
             dest="rank_termination_signal",
             metavar="SIG",
-            help="first signal of a failure stop (default SIGTERM)",
+            help="first signal to the workers of a failure stop",
             setting="hang.rank_termination_signal",
         ),
     ),
@@ -444,19 +458,37 @@ TORCHRUN = OptionGroup(
         _opt(
             "--master-port", "--master_port", dest="master_port", metavar="PORT", help="node 0's store port"
         ),
-        _opt("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", metavar="HOST[:PORT]"),
+        _opt(
+            "--rdzv-endpoint",
+            "--rdzv_endpoint",
+            dest="rdzv_endpoint",
+            metavar="HOST[:PORT]",
+            help="node 0's address and store port",
+        ),
         _opt(
             "--rdzv-id", "--rdzv_id", dest="rdzv_id", metavar="ID", help="accepted; the job id names the run"
         ),
-        _opt("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", metavar="c10d|static"),
-        _opt("--rdzv-conf", "--rdzv_conf", dest="rdzv_conf", metavar="K=V,..."),
+        _opt(
+            "--rdzv-backend",
+            "--rdzv_backend",
+            dest="rdzv_backend",
+            metavar="c10d|static",
+            help="accepted; one rendezvous here",
+        ),
+        _opt(
+            "--rdzv-conf",
+            "--rdzv_conf",
+            dest="rdzv_conf",
+            metavar="K=V,...",
+            help="join_timeout=S is --join-timeout; the rest accepted",
+        ),
         _opt("--standalone", dest="standalone", takes=Takes.FLAG, help="one node, no Slurm needed"),
         _opt("--local-addr", "--local_addr", dest="local_addr", metavar="HOST", help="this node's name"),
         _opt(
             "--role",
             dest="role",
             metavar="NAME",
-            help="ROLE_NAME of the workers (default 'default')",
+            help="ROLE_NAME of the workers",
             setting="launch.role",
         ),
         _opt(
@@ -541,15 +573,58 @@ def option_names() -> dict[str, str]:
 AddArgument = Callable[..., argparse.Action]  # a parser's or a group's add_argument
 
 
-def _add(add: AddArgument, option: Option) -> None:
+def shown_default(option: Option, defaults: Mapping[str, object]) -> str | None:
+    """An option's default as the README shows it (markdown), from the settings' defaults
+    (``defaults``: dotted key -> value) unless the option says otherwise; None: it has
+    none to show (a flag, or a torchrun flag read apart). ``--help`` shows the same."""
+    if option.default is not None:
+        return option.default
+    if option.setting is None:
+        return None
+    value = defaults[option.setting]
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        shown = f"`{value:g}`"
+        return f"{shown} (off)" if value == 0 and option.setting.startswith("hang.") else shown
+    if isinstance(value, list):
+        return f"`{','.join(map(str, value))}`"
+    return f"`{value}`"
+
+
+def setting_defaults() -> dict[str, object]:
+    """Dotted settings key -> its default value (read off one default ``Settings``, no
+    deep copy: this runs at every launch's start)."""
+    from slurm_ft import config
+
+    settings = config.Settings()
+    out: dict[str, object] = {}
+    for key in config.KEY_TYPES:
+        section, _, name = key.rpartition(".")
+        out[key] = getattr(getattr(settings, section) if section else settings, name)
+    return out
+
+
+def _help(option: Option, defaults: Mapping[str, object]) -> str | None:
+    shown = shown_default(option, defaults)
+    if option.help is None or shown is None:
+        return option.help
+    plain = shown.replace("`", "").replace(" (off)", ": off")
+    return f"{option.help} (default {plain})".replace("%", "%%")
+
+
+def _add(add: AddArgument, option: Option, defaults: Mapping[str, object]) -> None:
+    text = _help(option, defaults)
     if option.takes is Takes.FLAG:
-        add(*option.flags, dest=option.dest, help=option.help, action="store_true")
+        add(*option.flags, dest=option.dest, help=text, action="store_true")
     elif option.takes is Takes.SWITCH:
-        add(*option.flags, dest=option.dest, help=option.help, action="store_const", const=True)
+        add(*option.flags, dest=option.dest, help=text, action="store_const", const=True)
     elif option.takes is Takes.OPTIONAL:
-        add(*option.flags, dest=option.dest, help=option.help, metavar=option.metavar, nargs="?", const="")
+        add(*option.flags, dest=option.dest, help=text, metavar=option.metavar, nargs="?", const="")
     else:
-        add(*option.flags, dest=option.dest, help=option.help, metavar=option.metavar, choices=option.choices)
+        add(*option.flags, dest=option.dest, help=text, metavar=option.metavar, choices=option.choices)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -557,25 +632,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = UsageParser(
         prog=PROG,
+        usage="%(prog)s [options] SCRIPT [args...] | -m MODULE [args...] | --no-python CMD [args...]",
         description="Per-node launcher with in-job restarts coordinated across all nodes "
         "(run it under 'srun --ntasks-per-node=1').",
         allow_abbrev=False,
         epilog="torchrun's other flags and NVIDIA ft_launcher's --ft-* options (and --ft-cfg-path) "
         "are accepted too; the README's compatibility table says what each one does here.",
     )
+    defaults = setting_defaults()
     for group in GROUPS:
         if group.exclusive:
             # torchrun's refused flags first: hidden, they only need to be recognised
             for refused in REFUSED:
                 action = "store_true" if refused.switch else "store"
                 p.add_argument(*refused.flags, dest=refused.dest, action=action, help=argparse.SUPPRESS)
-        add: AddArgument = p.add_argument
-        if group.section:
-            add = p.add_argument_group(group.title).add_argument
-        elif group.exclusive:
-            add = p.add_mutually_exclusive_group().add_argument
+        # Every group a section of --help, as the README groups them (~60 options).
+        section = p.add_argument_group(group.title)
+        add: AddArgument = section.add_argument
+        if group.exclusive:
+            add = section.add_mutually_exclusive_group().add_argument
         for option in group.options:
-            _add(add, option)
+            _add(add, option, defaults)
     p.add_argument("target", metavar="SCRIPT", help="training script (or module, or command)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return p

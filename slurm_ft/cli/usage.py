@@ -60,6 +60,17 @@ class _Formatter(argparse.HelpFormatter):
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=terminal_columns() - 2)
 
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        """torchrun's underscore spellings (``--nproc_per_node``) are accepted but not
+        listed: one name per option in the help."""
+        strings = action.option_strings
+        shown = [o for o in strings if "_" not in o or o.replace("_", "-") not in strings]
+        if len(shown) == len(strings):
+            return super()._format_action_invocation(action)
+        copy = argparse.Action(shown, action.dest, nargs=action.nargs, metavar=action.metavar)
+        copy.choices = action.choices
+        return super()._format_action_invocation(copy)
+
 
 def terminal_columns() -> int:
     """``$COLUMNS``, else the terminal's width, else 80 (``shutil.get_terminal_size``'s rule)."""
