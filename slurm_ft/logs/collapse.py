@@ -137,7 +137,9 @@ class Shared:
         for text, count, ranks in zip(self.texts, self.counts, self.ranks, strict=True):
             if text.startswith(b"\0"):
                 text = b": " + text[1:]
-            out.append(fmt % (count, format_set(r for r in ranks if r is not None).encode() or b"?", text))
+            known = cast(set[int], ranks) if None not in ranks else {r for r in ranks if r is not None}
+            shown = format_set(known)
+            out.append(fmt % (count, shown.encode() or b"?", text))
         return b"".join(out)
 
     def groups(self) -> Iterator[Group]:

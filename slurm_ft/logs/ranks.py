@@ -50,17 +50,20 @@ def parse(text: str, *, max_rank: int = MAX_RANK) -> frozenset[int]:
 
 def format_set(ranks: Iterable[int]) -> str:
     """The ranks as short hostlist-style ranges: ``0-511,513-1023`` (sorted, no repeats)."""
+    values = sorted(ranks if isinstance(ranks, set | frozenset) else set(ranks))
+    if len(values) <= 1:
+        return str(values[0]) if values else ""
+    if values[-1] - values[0] == len(values) - 1:  # one range: the common case, no loop
+        return f"{values[0]}-{values[-1]}"
     out: list[str] = []
-    start = prev = None
-    for r in sorted(set(ranks)):
-        if prev is not None and r == prev + 1:
+    start = prev = values[0]
+    for r in values[1:]:
+        if r == prev + 1:
             prev = r
             continue
-        if start is not None:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = r
-    if start is not None:
         out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = r
+    out.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(out)
 
 
