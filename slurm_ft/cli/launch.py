@@ -89,7 +89,29 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         sys.stdout.flush()
         return 0
     _check_state_dir(cfg.state.path)
+    if cfg.job.standalone:
+        note = _shared_standalone_note(cfg.state)
+        if note:
+            print(f"{PROG}: note: {note}", file=sys.stderr)
     return _launch(_for_launch(cfg, env))
+
+
+def _shared_standalone_note(state: statedir.StateDir) -> str | None:
+    """Standalone runs have no job id: a state dir used before holds their history, which
+    this run continues (cycle numbers, the ledger's streak, the report's attempts). Said
+    once, with how to keep runs apart, so that a mixed history is never a surprise."""
+    try:
+        earlier = len(list(state.outcomes_dir.glob("attempt*.json")))
+    except OSError:
+        return None
+    cycles = state.recorded_cycles()
+    if not earlier and not cycles:
+        return None
+    return (
+        f"state dir {state.path} holds {earlier} earlier standalone run(s) ({len(cycles)} cycle(s)): "
+        "this run continues their history (cycle numbers, no-progress streak, the report's "
+        "attempts); give --state-dir DIR to keep this run apart"
+    )
 
 
 def _topology(it: Interpreted, env: Mapping[str, str]) -> SlurmJob:

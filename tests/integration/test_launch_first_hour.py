@@ -272,3 +272,24 @@ def test_quiet_still_says_how_the_launch_ended(tmp_path):
     [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("slurm-ft-launch:")]
     assert line.startswith("slurm-ft-launch: restarts-exhausted (exit 1): "), line
     assert "RuntimeError: injected crash at step 5" in line, line
+
+
+# --- item 10: a reused standalone state dir is said ---------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_second_standalone_run_in_the_same_state_dir_is_told_it_continues_the_history(tmp_path):
+    script = tmp_path / "ok.py"
+    script.write_text("print('fine')\n")
+    args = ["--nproc-per-node", "1", "--health-checks", "none", str(script)]
+    first, _ = launch(tmp_path, args, {})
+    assert first.returncode == 0, first.stderr
+    assert "note:" not in first.stderr
+    second, _ = launch(tmp_path, args, {})
+    assert second.returncode == 0, second.stderr
+    state = tmp_path / ".slurm_ft" / "standalone"
+    assert (
+        f"slurm-ft-launch: note: state dir {state} holds 1 earlier standalone run(s) (1 cycle(s)): this run "
+        "continues their history (cycle numbers, no-progress streak, the report's attempts); give "
+        "--state-dir DIR to keep this run apart"
+    ) in second.stderr.splitlines()
