@@ -116,3 +116,17 @@ def test_a_signal_cuts_a_wait_short_but_not_the_way_outs_own(tmp_path: Path) -> 
     finally:
         timer.cancel()
         state.close(1.0)
+
+
+def test_the_ending_when_the_records_cannot_be_written() -> None:
+    from slurm_ft.launch import policy
+
+    problem = "state dir /nfs/s on n1 does not answer"
+    failed = policy.state_dir_stalled(policy.Ending(1, "restarts spent"), problem, "n1")
+    assert (failed.exit_code, failed.reason, failed.unhealthy_nodes) == (94, f"unhealthy: {problem}", ("n1",))
+    done = policy.state_dir_stalled(policy.finished(), problem, "n1")
+    assert done.exit_code == 0 and problem in done.reason and done.unhealthy_nodes == ()
+    term = policy.state_dir_stalled(policy.Ending(143, "n1 received SIGTERM"), problem, "n1")
+    assert term.exit_code == 143 and problem in term.reason
+    again = policy.state_dir_stalled(policy.Ending(94, "unhealthy: x", ("n1",)), problem, "n1")
+    assert again.unhealthy_nodes == ("n1",)
