@@ -21,6 +21,7 @@ from slurm_ft import records
 from slurm_ft.logs.source import CycleLogs, LogsError, logs_of
 from slurm_ft.records import CycleRecord
 
+READ_LIMIT = 4 << 20
 Emit = Callable[[CycleLogs, list[bytes]], None]
 Announce = Callable[[str], None]
 
@@ -51,29 +52,35 @@ def _open(logs: CycleLogs, from_end: bool) -> _Cycle:
     return cur
 
 
-def _read_new(f: _FileState, *, final: bool) -> bytes | None:
-    """New whole lines of ``f`` as a block (starts and ends with ``\\n``), or None."""
+def _read_new(f: _FileState, *, final: bool) -> tuple[bytes | None, bool]:
+    """New whole lines of ``f`` as a block (starts and ends with ``\\n``) or None, and
+    whether more is waiting: at most :data:`READ_LIMIT` bytes a call, so following a job
+    whose file is already large starts with bounded memory. ``final``: the file is
+    complete, an unterminated last line is given its ``\\n``."""
     try:
         size = os.path.getsize(f.path)
     except OSError:
-        return None
+        return None, False
     if size < f.pos:  # truncated by hand: start over
         f.pos, f.carry = 0, b"\n"
-    if size == f.pos and not (final and len(f.carry) > 1):
-        return None
+    want = min(size - f.pos, READ_LIMIT)
+    more = size - f.pos > want
+    if want == 0:
+        if final and len(f.carry) > 1:
+            data, f.carry = f.carry + b"\n", b"\n"
+            return data, False
+        return None, False
     with open(f.path, "rb") as fh:
         fh.seek(f.pos)
-        data = fh.read(size - f.pos)
+        data = fh.read(want)
     f.pos += len(data)
     data = f.carry + data
-    cut = data.rfind(b"\n")
-    if final:
+    if final and not more:
         f.carry = b"\n"
-        if cut < len(data) - 1:
-            data += b"\n"
-        return data if len(data) > 1 else None
+        return (data if data.endswith(b"\n") else data + b"\n"), False
+    cut = data.rfind(b"\n")
     f.carry = data[cut:]
-    return data[: cut + 1] if cut > 0 else None
+    return (data[: cut + 1] if cut > 0 else None), more
 
 
 def _next_cycle(logs: CycleLogs) -> CycleLogs | None:
@@ -112,9 +119,11 @@ def follow(
         nxt = None if done else _next_cycle(cur.logs)
         final = done or nxt is not None
         for f in cur.files:
-            block = _read_new(f, final=final)
-            if block is not None:
-                emit(cur.logs, [block])
+            more = True
+            while more:
+                block, more = _read_new(f, final=final)
+                if block is not None:
+                    emit(cur.logs, [block])
         if done:
             announce(f"cycle {cur.logs.cycle}: the job's outcome is written, end of follow")
             return 0
