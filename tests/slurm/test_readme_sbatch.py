@@ -63,6 +63,18 @@ def test_the_readme_has_a_copy_paste_sbatch_example() -> None:
         assert re.search(rf"^trap .* {sig}$", example, re.M), example
 
 
+TEMPLATES = sorted((REPO / "sbatch_templates").glob("*.sbatch"))
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
+def test_every_template_that_asks_for_a_warning_signal_traps_it(template: Path) -> None:
+    """A batch shell that is sent USR1 (--signal=B:...) without a trap dies of it."""
+    text = template.read_text()
+    m = re.search(r"^#SBATCH --signal=B:(\w+)@\d+$", text, re.M)
+    if m is not None:
+        assert re.search(rf"^trap .*\b{m.group(1)}$", text, re.M), template.name
+
+
 def _iteration(work: Path) -> int:
     try:
         return int((work / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip())
