@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.output.framing import NOTE_MARK, LineFramer, Part, rank_prefix
+from slurm_ft.launch.output.framing import LineFramer, Part
 from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
 from slurm_ft.launch.output.tracebacks import TracebackTail
+from slurm_ft.logline import NOTE_MARK, rank_prefix
 from slurm_ft.settingsyntax import check_applog_prefix
 
 if TYPE_CHECKING:
