@@ -43,7 +43,6 @@ from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Key
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
-from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
@@ -95,11 +94,7 @@ class Agent:
         self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
-        self.books = Bookkeeper.for_launcher(cfg, seams.clock)
-        self.books.io = StateIO(
-            cfg.state.path, cfg.job.node_name, timeout=self.launch.write_timeout, on_event=events.event
-        )
-        self.books.io.interrupted = lambda: signals.received is not None
+        self.books = Bookkeeper.for_launcher(cfg, seams.clock, events.event, signals.arrived)
         self.run = RunSummary()
         self.threads = BackgroundSet()
         self.client: Client | None = None
@@ -307,7 +302,10 @@ class Agent:
             self.workers.kill_now()
         if way_out.message:
             self.ev.event(way_out.message)
-        budget = self._state_dir_budget()
+        arrived = self.sig.received_at if self.sig.received is not None else None
+        budget = policy.records_budget(
+            self.launch.write_timeout, self.launch.term_timeout, arrived, time.monotonic()
+        )
         self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):
             self.books.flush()
@@ -315,7 +313,10 @@ class Agent:
             self.run = self.coordinator.retired(self.run)
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
-        way_out = self._records_written(way_out, budget)
+        ending, problem = self.books.settle(way_out.ending, budget)
+        if problem is not None:
+            self.ev.event(f"records not written: {problem}; exiting {ending.exit_code}")
+            way_out = dataclasses.replace(way_out, ending=ending)
         if self.prom is not None:
             self.export_metrics()
             self.prom.flush()
@@ -327,30 +328,6 @@ class Agent:
             with contextlib.suppress(StoreLost):
                 self.client.ack(self.cfg.job.node_rank)
         return way_out.ending
-
-    def _state_dir_budget(self) -> float:
-        """How long the way out may wait for the state dir: the write timeout, and after a
-        signal no longer than what is left of ``--term-timeout`` since it arrived."""
-        budget = self.launch.write_timeout
-        arrived = getattr(self.sig, "received_at", None)
-        if self.sig.received is not None and arrived is not None:
-            budget = min(budget, arrived + self.launch.term_timeout - time.monotonic())
-        return max(0.0, budget)
-
-    def _records_written(self, way_out: Exit, budget: float) -> Exit:
-        """The records kept while the state dir did not answer are written now, waiting at
-        most ``budget``; else the ending says so (README: a file system that stops
-        answering): 94 naming this node and the path, unless training finished (0) or a
-        signal ends the attempt (128+N), which keep their code."""
-        io = self.books.io
-        if io.settle(budget):
-            return way_out
-        problem = io.problem() or (
-            f"state dir {io.root} on {self.cfg.job.node_name} did not take the records within {budget:.0f} s"
-        )
-        ending = policy.state_dir_stalled(way_out.ending, problem, self.cfg.job.node_name)
-        self.ev.event(f"records not written: {problem}; exiting {ending.exit_code}")
-        return dataclasses.replace(way_out, ending=ending)
 
     def export_metrics(self) -> None:
         """The Prometheus file, when asked for (the writer writes only on change, at most

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft import procident, records
+from slurm_ft.launch import policy
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
@@ -83,10 +84,18 @@ class Bookkeeper:
         self.io = StateIO(state.path, job.node_name)
 
     @classmethod
-    def for_launcher(cls, cfg: AgentConfig, clock: Callable[[], float]) -> Bookkeeper:
-        """The books of the launcher that ``cfg`` describes."""
+    def for_launcher(
+        cls,
+        cfg: AgentConfig,
+        clock: Callable[[], float],
+        on_event: Callable[[str], None],
+        interrupted: Callable[[], bool],
+    ) -> Bookkeeper:
+        """The books of the launcher that ``cfg`` describes: state-dir access bounded by
+        ``launch.write_timeout``, a stall reported through ``on_event``, waits cut short
+        once ``interrupted`` (a signal arrived)."""
         applog = cfg.settings.applog
-        return cls(
+        books = cls(
             cfg.state,
             cfg.job,
             cfg.run_id,
@@ -95,6 +104,11 @@ class Bookkeeper:
             applog_prefix=applog.prefix,
             applog_per_node=applog.per_node,
         )
+        books.io = StateIO(
+            cfg.state.path, cfg.job.node_name, timeout=cfg.settings.launch.write_timeout, on_event=on_event
+        )
+        books.io.interrupted = interrupted
+        return books
 
     def _write(self, path: Path, record: Record) -> None:
         self.io.write_json(path, record.to_json())
@@ -181,6 +195,19 @@ class Bookkeeper:
         with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
             self._write(self.state.outcome, rec)
             self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+
+    def settle(self, ending: Ending, budget: float) -> tuple[Ending, str | None]:
+        """The records kept while the state dir did not answer are written now, waiting at
+        most ``budget``; else the ending says so (README: a file system that stops
+        answering): 94 naming this node and the path, unless training finished (0) or a
+        signal ends the attempt (128+N), which keep their code. The ending, and why the
+        records were not written (None: they were)."""
+        if self.io.settle(budget):
+            return ending, None
+        problem = self.io.problem() or (
+            f"state dir {self.io.root} on {self.job.node_name} did not take the records within {budget:.0f} s"
+        )
+        return policy.state_dir_stalled(ending, problem, self.job.node_name), problem
 
     # ------------------------------------------------------------------ cycle records
 

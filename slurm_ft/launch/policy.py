@@ -264,6 +264,16 @@ def launcher_failed(error: str, traceback: str) -> Ending:
     )
 
 
+def records_budget(write_timeout: float, term_timeout: float, signal_at: float | None, now: float) -> float:
+    """How long the way out may wait for the state dir: the write timeout, and after a
+    signal (arrived at monotonic ``signal_at``) no longer than what is left of
+    ``--term-timeout`` since it arrived."""
+    budget = write_timeout
+    if signal_at is not None:
+        budget = min(budget, signal_at + term_timeout - now)
+    return max(0.0, budget)
+
+
 def state_dir_stalled(ending: Ending, problem: str, node: str) -> Ending:
     """The records could not reach this node's state dir before the way out's deadline: its
     file system stopped answering. 94 naming the node and the path, so the template
