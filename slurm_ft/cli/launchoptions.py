@@ -11,11 +11,10 @@ when one is given).
 from __future__ import annotations
 
 import argparse
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from slurm_ft.cli.usage import UsageError, UsageParser
 
@@ -26,31 +25,31 @@ if TYPE_CHECKING:
 PROG = "slurm-ft-launch"
 
 
-class Takes(enum.Enum):
-    """What an option takes from the command line."""
+# What an option takes from the command line:
+#   value     --opt VALUE
+#   switch    --opt: the setting is true; absent, the lower layers decide
+#   flag      --opt: true, else false (not a setting)
+#   optional  --opt [VALUE]: without the value, ""
+Takes = Literal["value", "switch", "flag", "optional"]
 
-    VALUE = "value"  # --opt VALUE
-    SWITCH = "switch"  # --opt: the setting is true; absent, the lower layers decide
-    FLAG = "flag"  # --opt: true, else false (not a setting)
-    OPTIONAL = "optional"  # --opt [VALUE]: without the value, ""
 
-
-@dataclass(frozen=True)
-class Option:
+# The table's records are NamedTuples, not dataclasses: they are defined on every launch's
+# start, where two frozen dataclasses cost ~9 M instructions (2% of a trivial launch) and
+# these ~4 M.
+class Option(NamedTuple):
     flags: tuple[str, ...]
     dest: str
     help: str | None = None
     metavar: str | None = None
     setting: str | None = None  # the settings key it sets (command-line layer); None: read apart
-    takes: Takes = Takes.VALUE
+    takes: Takes = "value"
     choices: tuple[str, ...] | None = None
     # The default as the README shows it (markdown), where the setting's value is not what
     # a user sees (derived at run time); None: from the setting (:func:`shown_default`).
     default: str | None = None
 
 
-@dataclass(frozen=True)
-class OptionGroup:
+class OptionGroup(NamedTuple):
     title: str
     options: tuple[Option, ...]
     section: bool = False  # a section of its own in --help (else among "options")
@@ -63,7 +62,7 @@ def _opt(
     help: str | None = None,
     metavar: str | None = None,
     setting: str | None = None,
-    takes: Takes = Takes.VALUE,
+    takes: Takes = "value",
     choices: tuple[str, ...] | None = None,
     default: str | None = None,
 ) -> Option:
@@ -164,13 +163,13 @@ LAUNCHER = OptionGroup(
         _opt(
             "--dry-run",
             dest="dry_run",
-            takes=Takes.FLAG,
+            takes="flag",
             help="print topology and worker commands, start nothing",
         ),
         _opt(
             "--allow-outside-step",
             dest="allow_outside_step",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="start even outside a job step (an salloc shell, a batch script without srun): "
             "you know this node is the one (else refused: run it with srun)",
             setting="launch.allow_outside_step",
@@ -191,7 +190,7 @@ LOG = OptionGroup(
         _opt(
             "--applog-per-node",
             dest="applog_per_node",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="one log file per node and cycle (for file systems without atomic append)",
             setting="applog.per_node",
         ),
@@ -199,7 +198,7 @@ LOG = OptionGroup(
             "-t",
             "--tee",
             dest="tee",
-            takes=Takes.OPTIONAL,
+            takes="optional",
             metavar="SPEC",
             help="no SPEC: also echo worker output to stdout; torchrun's SPEC (3, 0:1,1:2): those "
             "streams also into per-rank files under --log-dir",
@@ -241,7 +240,7 @@ LOG = OptionGroup(
         _opt(
             "--quiet",
             dest="quiet",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="launcher events to the launcher log only, not stderr",
             setting="applog.quiet",
         ),
@@ -339,14 +338,14 @@ PLACEMENT = OptionGroup(
         _opt(
             "--nic-affinity",
             dest="nic_affinity",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="NCCL_IB_HCA per worker",
             setting="launch.nic_affinity",
         ),
         _opt(
             "--nic-monitor",
             dest="nic_monitor",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="watch NIC links in training",
             setting="health.nic_monitor",
         ),
@@ -360,7 +359,7 @@ PLACEMENT = OptionGroup(
         _opt(
             "--nic-monitor-fatal",
             dest="nic_monitor_fatal",
-            takes=Takes.SWITCH,
+            takes="switch",
             help="a NIC down fails the node",
             setting="health.nic_monitor_fatal",
         ),
@@ -482,7 +481,7 @@ TORCHRUN = OptionGroup(
             metavar="K=V,...",
             help="join_timeout=S is --join-timeout; the rest accepted",
         ),
-        _opt("--standalone", dest="standalone", takes=Takes.FLAG, help="one node, no Slurm needed"),
+        _opt("--standalone", dest="standalone", takes="flag", help="one node, no Slurm needed"),
         _opt("--local-addr", "--local_addr", dest="local_addr", metavar="HOST", help="this node's name"),
         _opt(
             "--role",
@@ -520,19 +519,19 @@ TORCHRUN = OptionGroup(
 WHAT_TO_RUN = OptionGroup(
     "what to run",
     (
-        _opt("-m", "--module", dest="module", takes=Takes.FLAG, help="run the target as 'python -m MODULE'"),
+        _opt("-m", "--module", dest="module", takes="flag", help="run the target as 'python -m MODULE'"),
         _opt(
             "--no-python",
             "--no_python",
             dest="no_python",
-            takes=Takes.FLAG,
+            takes="flag",
             help="run the target as a plain command, not a Python script",
         ),
         _opt(
             "--run-path",
             "--run_path",
             dest="run_path",
-            takes=Takes.FLAG,
+            takes="flag",
             help="torchrun's: run the script (here, as without the flag: one interpreter per worker)",
         ),
     ),
@@ -617,11 +616,11 @@ def _help(option: Option, defaults: Mapping[str, object]) -> str | None:
 
 def _add(add: AddArgument, option: Option, defaults: Mapping[str, object]) -> None:
     text = _help(option, defaults)
-    if option.takes is Takes.FLAG:
+    if option.takes == "flag":
         add(*option.flags, dest=option.dest, help=text, action="store_true")
-    elif option.takes is Takes.SWITCH:
+    elif option.takes == "switch":
         add(*option.flags, dest=option.dest, help=text, action="store_const", const=True)
-    elif option.takes is Takes.OPTIONAL:
+    elif option.takes == "optional":
         add(*option.flags, dest=option.dest, help=text, metavar=option.metavar, nargs="?", const="")
     else:
         add(*option.flags, dest=option.dest, help=text, metavar=option.metavar, choices=option.choices)
