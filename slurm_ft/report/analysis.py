@@ -141,6 +141,7 @@ class AttemptView:
     cycles: tuple[int, ...]
     nodes: tuple[str, ...]
     unhealthy_nodes: tuple[str, ...]
+    lost_nodes: tuple[str, ...] = ()  # launchers that went silent (a frozen node 0 included)
 
     @property
     def duration(self) -> float:
@@ -422,6 +423,11 @@ def _inferred_outcome(last: CycleView, ledger: Ledger | None) -> tuple[str, str]
     return word, f"{why} (outcome record not kept)"
 
 
+def _names(value: object) -> tuple[str, ...]:
+    """A record's list of node names (a hand-edited or damaged file may hold anything)."""
+    return tuple(n for n in value if isinstance(n, str)) if isinstance(value, list) else ()
+
+
 def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) -> list[AttemptView]:
     by_key: dict[str, list[CycleView]] = defaultdict(list)
     for c in cycles:
@@ -460,6 +466,7 @@ def _attempts(files: StateFiles, cycles: list[CycleView], keys: dict[int, str]) 
                 cycles=tuple(c.cycle for c in cs),
                 nodes=tuple(nodes),
                 unhealthy_nodes=tuple(rec.unhealthy_nodes) if rec is not None else (),
+                lost_nodes=_names(rec.lost_nodes) if rec is not None else (),
             )
         )
     out.sort(key=lambda a: (a.start, a.attempt))
@@ -615,9 +622,29 @@ def _progress_readings(readings: list[ProgressReading], after: float | None) -> 
     return out
 
 
-def _window(c: CycleView, readings: list[ProgressReading]) -> list[ProgressReading]:
-    end = c.end if c.end is not None else float("inf")
+# A checkpoint a cycle made while its workers were being stopped is read up to a look
+# later (node 0 looks every 0.5 s): readings this long after a cycle's end, and before the
+# next cycle started, are still that cycle's.
+READING_LAG_S = 1.0
+
+
+def _window(
+    c: CycleView, readings: list[ProgressReading], until: float | None = None
+) -> list[ProgressReading]:
+    end = until if until is not None else (c.end if c.end is not None else float("inf"))
     return [r for r in readings if c.start <= r.time <= end]
+
+
+def _windows(cycles: list[CycleView]) -> dict[int, float | None]:
+    """Each cycle's reading window's end (see :data:`READING_LAG_S`)."""
+    ordered = sorted(cycles, key=lambda c: c.start)
+    out: dict[int, float | None] = {}
+    for c, nxt in itertools.zip_longest(ordered, ordered[1:]):
+        if c.end is None:
+            out[c.cycle] = None
+        else:
+            out[c.cycle] = min(c.end + READING_LAG_S, nxt.start) if nxt is not None else c.end + READING_LAG_S
+    return out
 
 
 def _base_step(c: CycleView, readings: list[ProgressReading]) -> int | None:
@@ -634,15 +661,18 @@ def seconds_per_step(cycles: list[CycleView], readings: list[ProgressReading]) -
     of the same cycle (never across a failure); None with fewer than two in any cycle."""
     dt = 0.0
     steps = 0
+    ends = _windows(cycles)
     for c in cycles:
-        moved = _progress_readings(_window(c, readings), _base_step(c, readings))
+        moved = _progress_readings(_window(c, readings, ends.get(c.cycle)), _base_step(c, readings))
         for a, b in itertools.pairwise(moved):
             dt += b.time - a.time
             steps += b.step - a.step
     return dt / steps if steps > 0 and dt > 0 else None
 
 
-def split_cycle(c: CycleView, readings: list[ProgressReading], pace: float | None) -> CycleSplit | None:
+def split_cycle(
+    c: CycleView, readings: list[ProgressReading], pace: float | None, until: float | None = None
+) -> CycleSplit | None:
     """The cycle cut at its first and last sign of progress; None for an open cycle and a
     cycle in which no reading moved (its bucket stays the ledger's).
 
@@ -653,7 +683,7 @@ def split_cycle(c: CycleView, readings: list[ProgressReading], pace: float | Non
     if c.end is None:
         return None
     base = _base_step(c, readings)
-    moved = _progress_readings(_window(c, readings), base)
+    moved = _progress_readings(_window(c, readings, until), base)
     if not moved:
         return None
     first, last = moved[0], moved[-1]
@@ -671,9 +701,10 @@ def _with_splits(
     if not readings:
         return cycles, None
     pace = seconds_per_step(cycles, readings)
+    ends = _windows(cycles)
     out = []
     for c in cycles:
-        split = split_cycle(c, readings, pace)
+        split = split_cycle(c, readings, pace, ends.get(c.cycle))
         if split is not None:
             out.append(dataclasses.replace(c, split=split))
         elif c.end is not None and c.progressed is None:
