@@ -70,6 +70,73 @@ def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Ite
         view.release()
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """Index after the character class that starts at ``pattern[i] == "["``; -1 if open."""
+    k = i + 1
+    if pattern[k : k + 1] == "^":
+        k += 1
+    if pattern[k : k + 1] == "]":  # a "]" first in a class is a literal
+        k += 1
+    while k < len(pattern):
+        if pattern[k] == "\\":
+            k += 2
+        elif pattern[k] == "]":
+            return k + 1
+        else:
+            k += 1
+    return -1
+
+
+def required_literal(pattern: str, shortest: int = 3) -> str | None:
+    """The longest run of plain characters that every match of ``pattern`` contains, or
+    None. Only for patterns without alternation, groups or flags (``|``, ``(``): there a
+    run of single characters, none of them optional, appears in every match; an escaped
+    punctuation character counts as itself, a class or ``\\d`` ends a run."""
+    if "|" in pattern or "(" in pattern:
+        return None
+    best = run = ""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        literal: str | None
+        if c == "[":
+            literal, i = None, _class_end(pattern, i)
+            if i < 0:
+                return None
+        elif c == "\\":
+            if i + 1 >= n:
+                return None
+            literal = pattern[i + 1] if not pattern[i + 1].isalnum() else None
+            i += 2
+        elif c in ".^$":
+            literal, i = None, i + 1
+        elif c in "*?+{":
+            return None  # a quantifier on nothing, or a brace this scan does not read
+        else:
+            literal, i = c, i + 1
+        q = pattern[i : i + 1]
+        quantified = q in ("*", "?", "+", "{")
+        optional = q in ("*", "?") or (q == "{" and re.match(r"\{[1-9]", pattern[i:]) is None)
+        if q in ("*", "?", "+"):
+            i += 1
+        elif q == "{":
+            k = pattern.find("}", i)
+            if k < 0:
+                return None
+            i = k + 1
+        if quantified and pattern[i : i + 1] in ("?", "+"):  # lazy or possessive
+            i += 1
+        if literal is None or optional:
+            run = ""
+            continue
+        run += literal
+        if len(run) > len(best):
+            best = run
+        if quantified:  # repeated: in every match, but the next token need not follow it
+            run = ""
+    return best if len(best) >= shortest else None
+
+
 @dataclass(frozen=True)
 class Selection:
     """What to keep. ``ranks`` None: every rank; ``pattern`` None: every line."""
@@ -117,6 +184,11 @@ class LineFilter:
                     # ``loss|NaN``: the regex engine tries every position for an
                     # alternation; each word is found by bytes.find instead
                     self._words = tuple(w.encode() for w in words)
+                elif (needed := required_literal(text)) is not None and not self._per_line:
+                    # ``[Ee]rror``: the engine tries every position when a pattern does
+                    # not start with a literal; a text every match contains is found by
+                    # bytes.find, and only its lines are matched
+                    self._words = (needed.encode(),)
         self.everything = ranks is None and selection.pattern is None
 
     # ------------------------------------------------------------------ per block

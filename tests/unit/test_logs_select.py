@@ -61,7 +61,10 @@ rank_sets = st.one_of(
     st.sets(st.integers(0, WORLD - 1), min_size=100).map(frozenset),  # most: the rest is left out
 )
 patterns = st.sampled_from(
-    [None, "17", "loss", "^Traceback", "full$", r"\d+\.\d", "[Ee]rror", "✓", "^$", "loss|disk|17", "same|ünï"]
+    [
+        *(None, "17", "loss", "^Traceback", "full$", r"\d+\.\d", "[Ee]rror", "✓", "^$"),
+        *("loss|disk|17", "same|ünï", "[Ee]rror: d", r"l[o]ss 1?7", r"\d+ appears"),
+    ]
 )
 
 
@@ -125,3 +128,25 @@ def test_merging_per_node_files_keeps_every_line_and_each_ranks_order(tmp_path, 
         assert all(
             any(x.startswith(logline.rank_prefix(4 * k, 2)) for x in first_half) for k in range(nfiles)
         )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literal"),
+    [
+        ("[Ee]rror", "rror"),
+        ("loss [0-9]+", "loss "),
+        (r"loss\.x", "loss.x"),
+        ("ab?cdef", "cdef"),
+        ("a.*bcd", "bcd"),
+        (r"\d+ ms took", " ms took"),
+        ("[]a]bcd", "bcd"),
+        (r"[\]x]abc", "abc"),
+        ("abc{2}d", "abc"),
+        ("ab+cd", None),  # "abbcd": no run of three is certain
+        ("abc*", None),
+        ("(?i)error", None),
+        ("a|bcdef", None),
+    ],
+)
+def test_the_text_every_match_contains_is_found_or_none(pattern, literal):
+    assert select.required_literal(pattern) == literal
