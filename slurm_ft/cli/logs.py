@@ -103,9 +103,18 @@ def _job(args: argparse.Namespace, env: Mapping[str, str], cwd: str) -> Job:
     if args.job is not None and not state.path.exists():
         raise UsageError(f"unknown job {args.job}: no state dir at {state.path}")
     try:
+        if args.follow and args.cycle is None and args.attempt is None:
+            from slurm_ft.logs.follow import first_cycle
+
+            return first_cycle(state.path, _announce)
         return open_job(state.path)
     except LogsError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _announce(text: str) -> None:
+    sys.stdout.flush()
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
 
 
 def _selection(args: argparse.Namespace, logs: CycleLogs) -> tuple[select.Selection, set[str] | None]:
@@ -310,17 +319,13 @@ def _follow(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
                 writer.write(current, pieces)
         out.flush()
 
-    def announce(text: str) -> None:
-        out.flush()
-        print(f"{PROG}: {text}", file=sys.stderr, flush=True)
-
     if not logs.files:
         _files(logs, None)  # says why there is nothing to follow
     if args.tail is not None:
         _select(args, logs, out)
         out.flush()
     try:
-        return follow(logs, emit, announce, from_end=args.tail is not None)
+        return follow(logs, emit, _announce, from_end=args.tail is not None)
     except LogsError as exc:
         raise UsageError(str(exc)) from None
 

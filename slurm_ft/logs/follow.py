@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_ft import records
-from slurm_ft.logs.source import CycleLogs, LogsError, logs_of
+from slurm_ft.logs.source import CycleLogs, Job, LogsError, logs_of, open_job
 from slurm_ft.records import CycleRecord
 
 READ_LIMIT = 4 << 20
@@ -132,3 +132,16 @@ def follow(
             cur = _open(nxt, False)
             continue
         sleep(poll)
+
+
+def first_cycle(
+    path: Path, announce: Announce, *, poll: float = 0.25, sleep: Callable[[float], None] = time.sleep
+) -> Job:
+    """The job at ``path`` once it has a cycle record: ``-f`` right after ``sbatch``."""
+    job = open_job(path, allow_empty=True)
+    if not job.cycles:
+        announce(f"waiting for the first cycle record in {path}")
+    while not job.cycles:
+        sleep(poll)
+        job = open_job(path, allow_empty=True)
+    return job

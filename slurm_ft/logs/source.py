@@ -140,8 +140,9 @@ def logs_of(state: StateDir, record: CycleRecord) -> CycleLogs:
     return CycleLogs(state, record, tuple(files))
 
 
-def open_job(path: Path) -> Job:
-    """The state dir at ``path``; LogsError when it is not one."""
+def open_job(path: Path, *, allow_empty: bool = False) -> Job:
+    """The state dir at ``path``; LogsError when it is not one (``allow_empty``: a dir
+    without records yet is taken, for following a job that has not started a cycle)."""
     try:
         if not path.exists():
             raise LogsError(f"state dir {path} does not exist")
@@ -153,7 +154,7 @@ def open_job(path: Path) -> Job:
         raise LogsError(f"state dir {path} is not readable")
     state = StateDir(path)
     files = load.load(state)
-    if files.empty:
+    if files.empty and not allow_empty:
         raise LogsError(f"{path} is not a slurm-ft state dir (no records in it)")
     return Job(state, files)
 
