@@ -6,15 +6,19 @@ state D, until the server answers; a process with one thread there cannot finish
 So the launcher never makes such a write itself: this process does, and the launcher can
 walk away from it. Standard library only (``-I -S`` leaves the package off ``sys.path``).
 
-Requests arrive on REQ_FD as frames (header ``REQ``, then ``size`` bytes). Appends are
-fire-and-forget: what reached a file and what was lost is counted per slot in the shared
-memory on SHARED_FD, which the launcher reads without asking. Atomic writes, reads and
+Requests arrive as frames (header ``REQ``, then ``size`` bytes, 8-byte aligned) in a ring
+in the shared memory on SHARED_FD; the launcher copies them there and writes how far the
+ring is filled (8 bytes, a position that only grows) to REQ_FD, the doorbell. An append is
+written to its file straight from the ring, so the hand-over costs the launcher one copy
+into memory and this process no copy at all. Appends are fire-and-forget: what reached a
+file and what was lost is counted per slot in the shared memory, which the launcher reads
+without asking; how far this process got in the ring is there too. Atomic writes, reads and
 listings are answered on REPLY_FD; errors worth a launcher event are sent there too. The
 shared header also says since when the current request has been running, which is how
 the launcher tells a slow file system from one that stopped answering.
 
-End of REQ_FD (the launcher closed it, exited or was killed) ends this process after the
-request in hand; a frame cut short by the launcher giving up is dropped.
+End of REQ_FD (the launcher closed it, exited or was killed) ends this process once the
+frames announced before it are done.
 """
 
 from __future__ import annotations
@@ -51,13 +55,25 @@ REPLY_ERROR = 2  # payload: the error text
 REPLY_MISSING = 3
 REPLY_EVENT = 4  # payload: a line for the launcher's log (id: the slot)
 
+OP_PAD = 0  # the rest of the ring up to its end is unused; the next frame is at its start
+
 # Shared memory, as unsigned 64-bit words: [0] monotonic ns since the request in hand
-# started (0: idle), [1] requests done, then per slot: written bytes, written lines,
-# lost bytes, lost lines.
-HEADER_WORDS = 2
+# started (0: idle), [1] requests done, [2] how far this process got in the ring (bytes,
+# only grows), then per slot: written bytes, written lines, lost bytes, lost lines. The
+# ring follows at RING_OFFSET.
+HEADER_WORDS = 4
+TAIL_WORD = 2
 SLOT_WORDS = 4
 SLOTS = 1024
 SHARED_BYTES = 8 * (HEADER_WORDS + SLOT_WORDS * SLOTS)
+RING_OFFSET = 64 * 1024
+RING_BYTES = 8 * 1024 * 1024
+MAP_BYTES = RING_OFFSET + RING_BYTES
+
+
+def frame_bytes(size: int) -> int:
+    """A frame's room in the ring: header and payload, rounded up to 8 bytes."""
+    return (REQ.size + size + 7) & ~7
 
 
 def _why(exc: OSError) -> str:
@@ -65,15 +81,15 @@ def _why(exc: OSError) -> str:
 
 
 class Child:
-    def __init__(self, req_fd: int, reply_fd: int, shared: memoryview) -> None:
+    def __init__(self, req_fd: int, reply_fd: int, shared: mmap.mmap) -> None:
         self.req_fd = req_fd
         self.reply_fd = reply_fd
-        self.words = shared
+        self.words = memoryview(shared)[:SHARED_BYTES].cast("Q")
+        self.ring = memoryview(shared)[RING_OFFSET:MAP_BYTES]
         self.files: dict[int, int] = {}
         self.paths: dict[int, str] = {}
         self.failed: set[int] = set()  # reported once; a later success says so
         self.torn: set[int] = set()
-        self.buf = bytearray(4 << 20)
 
     # -- channel ------------------------------------------------------------------
 
@@ -97,67 +113,60 @@ class Child:
     # -- requests -----------------------------------------------------------------
 
     def serve(self) -> int:
-        """Read as much as the pipe holds, then do every whole request in it; consecutive
-        appends to one file become one ``writev`` (whole lines still, fewer calls)."""
-        buf = self.buf
-        start = end = 0
+        """Wait for the doorbell, then do every frame announced so far; consecutive appends
+        to one file become one ``writev`` (whole lines still, fewer calls)."""
+        tail = 0
+        posted = 0
         while True:
-            need = REQ.size
-            if end - start >= REQ.size:
-                need = REQ.size + REQ.unpack_from(buf, start)[3]
-            if end - start < need:
-                if need > len(buf) - start:
-                    if need > len(buf):
-                        grown = bytearray(max(need, 2 * len(buf)))
-                        grown[: end - start] = buf[start:end]
-                        buf = self.buf = grown
-                    else:
-                        buf[: end - start] = buf[start:end]
-                    end -= start
-                    start = 0
-                try:
-                    got = os.readv(self.req_fd, [memoryview(buf)[end:]])
-                except InterruptedError:
-                    continue
-                if got == 0:
-                    return 0  # the launcher closed the channel (a frame cut short is dropped)
-                end += got
+            try:
+                ring_at = os.read(self.req_fd, 65536)
+            except InterruptedError:
                 continue
-            start = self.run_batch(memoryview(buf), start, end)
-            if start == end:
-                start = end = 0
+            if not ring_at:
+                return 0  # the launcher closed the channel
+            posted = max(posted, int.from_bytes(ring_at[-8:], "little"))
+            tail = self.run_ring(tail, posted)
 
-    def run_batch(self, view: memoryview, start: int, end: int) -> int:
-        """Do the whole requests in ``view[start:end]``; return where the rest begins."""
-        self.words[0] = time.monotonic_ns() or 1
+    def run_ring(self, tail: int, head: int) -> int:
+        """Do the frames between ``tail`` and ``head`` (ring positions); return the new tail."""
+        ring = self.ring
+        words = self.words
+        words[0] = time.monotonic_ns() or 1
         try:
-            while end - start >= REQ.size:
-                op, ident, arg, size = REQ.unpack_from(view, start)
-                if end - start < REQ.size + size:
-                    break
+            while tail < head:
+                pos = tail % RING_BYTES
+                if RING_BYTES - pos < REQ.size:
+                    tail += RING_BYTES - pos
+                    continue
+                op, ident, arg, size = REQ.unpack_from(ring, pos)
+                if op == OP_PAD:
+                    tail += REQ.size + size
+                    continue
                 if op != OP_APPEND:
-                    self.handle(op, ident, arg, view[start + REQ.size : start + REQ.size + size])
-                    start += REQ.size + size
-                    self.words[1] = self.words[1] + 1
+                    self.handle(op, ident, arg, ring[pos + REQ.size : pos + REQ.size + size])
+                    tail += frame_bytes(size)
+                    words[1] = words[1] + 1
+                    words[TAIL_WORD] = tail
                     continue
                 parts: list[memoryview] = []
                 lines = 0
-                while (
-                    end - start >= REQ.size
-                    and len(parts) < MAX_PARTS
-                    and REQ.unpack_from(view, start)[:2] == (OP_APPEND, ident)
-                ):
-                    _, _, more, size = REQ.unpack_from(view, start)
-                    if end - start < REQ.size + size or (more & RAW) != (arg & RAW):
+                while tail < head and len(parts) < MAX_PARTS:
+                    pos = tail % RING_BYTES
+                    if RING_BYTES - pos < REQ.size:
                         break
-                    parts.append(view[start + REQ.size : start + REQ.size + size])
+                    more_op, more_ident, more, size = REQ.unpack_from(ring, pos)
+                    if (more_op, more_ident) != (OP_APPEND, ident) or (more & RAW) != (arg & RAW):
+                        break
+                    parts.append(ring[pos + REQ.size : pos + REQ.size + size])
                     lines += 0 if more & RAW else more
-                    start += REQ.size + size
+                    tail += frame_bytes(size)
                 self.append(ident, bool(arg & RAW), lines, parts)
-                self.words[1] = self.words[1] + len(parts)
+                words[1] = words[1] + len(parts)
+                words[TAIL_WORD] = tail  # only now: the launcher may reuse the room
         finally:
-            self.words[0] = 0
-        return start
+            words[TAIL_WORD] = tail
+            words[0] = 0
+        return tail
 
     def handle(self, op: int, ident: int, arg: int, body: memoryview) -> None:
         if op == OP_OPEN:
@@ -330,9 +339,9 @@ def main(argv: list[str]) -> int:
     # preemption, the time limit) comes before the launcher writes its last records.
     for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-    shared = mmap.mmap(shared_fd, SHARED_BYTES)
+    shared = mmap.mmap(shared_fd, MAP_BYTES)
     os.close(shared_fd)
-    return Child(req_fd, reply_fd, memoryview(shared).cast("Q")).serve()
+    return Child(req_fd, reply_fd, shared).serve()
 
 
 if __name__ == "__main__":
