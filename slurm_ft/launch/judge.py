@@ -25,6 +25,10 @@ from slurm_ft.settingsyntax import SourceSpec
 # iteration timeout, when one is set, at least this often): the start-up and lost-work
 # stretches of a cycle are known to about this much.
 READINGS_PERIOD_S = 0.5
+# A source off local disks is looked at by a bounded child (``progress.reading``): a thread
+# of the launcher asleep in the kernel on a dead mount would keep the process from ending.
+READINGS_PERIOD_REMOTE_S = 2.0
+READINGS_LOOK_TIMEOUT_S = 5.0
 
 
 class JobJudge:
@@ -52,9 +56,13 @@ class JobJudge:
         self.iterations: hang.IterationWatch | None = None
         spec = progress.configured_source(cfg.settings.progress)
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
-            period = min(hangs.limits.period, READINGS_PERIOD_S)
+            from slurm_ft.scribe import needs_scribe
+
+            local = not needs_scribe(spec.path)
+            period = min(hangs.limits.period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
+            read = partial(_progress_mark if local else _bounded_mark, spec)
             on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
-            self.iterations = hang.IterationWatch(partial(_progress_mark, spec), period, on_change=on_change)
+            self.iterations = hang.IterationWatch(read, period, on_change=on_change)
             self.iterations.start()
 
     def new_cycle(self) -> None:
@@ -120,6 +128,17 @@ def _keep_reading(
     split of the cycles, never the job its watch."""
     with contextlib.suppress(OSError):
         records.append_reading(path, records.ProgressReading(clock(), step, mark), add_line)
+
+
+def _bounded_mark(spec: SourceSpec) -> tuple[int, str | None] | None:
+    """:func:`_progress_mark` made by a child that is abandoned at its deadline."""
+    from slurm_ft.progress.reading import PendingReading
+
+    got = PendingReading(spec, READINGS_LOOK_TIMEOUT_S).looks()
+    if isinstance(got, str) or not got:
+        return None
+    look = got[0]
+    return (look.step, look.mark) if look.present and look.problem is None else None
 
 
 def _progress_mark(spec: SourceSpec) -> tuple[int, str | None] | None:
