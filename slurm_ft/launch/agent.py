@@ -47,7 +47,6 @@ from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import CycleOutcome, Failure, FailureKind, node_name
 from slurm_ft.settingsyntax import parse_signals
 
@@ -221,9 +220,7 @@ class Agent:
         self.workers = CycleWorkers.start(
             cfg, i, cycle, decision, self.ev, self._run_dir, first=first, io=self.books.io
         )
-        self.books.node_processes(
-            self.run, cycle, [(w.rank, w.local_rank, w.pid) for w in self.workers.group.workers]
-        )
+        self.books.node_processes(self.run, cycle, self.workers.processes())
         self.books.flush()
         return self.workers
 
@@ -240,9 +237,7 @@ class Agent:
             lines, size = workers.log_lost
             self.log_lost = (self.log_lost[0] + lines, self.log_lost[1] + size)
         if stuck:
-            self.stuck = self.unhealthy = stuck_detail(stuck)
-            with contextlib.suppress(OSError):
-                self.books.own_unhealthy(self.stuck, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
+            self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
         self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS)
         self.last_failure_seen = end.failure or self.last_failure_seen
         if self.coordinator is not None:
@@ -392,13 +387,6 @@ def reach_node0(
     client.beat(cfg.job.node_rank)
     events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
     return client, base
-
-
-def stuck_detail(stuck: list[Survivor]) -> str:
-    """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
-    from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
-    what = "; ".join(s.describe() for s in stuck)
-    return f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
 
 
 def announce_auth(cfg: AgentConfig, events: EventLog) -> None:

@@ -27,6 +27,7 @@ from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
 from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers.layout import Topology
+from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
@@ -55,6 +56,13 @@ class RunSummary:
         if failure is not None:
             return dataclasses.replace(self, last_failure=failure)
         return dataclasses.replace(self, last_failure=None) if succeeded else self
+
+
+def stuck_detail(stuck: list[Survivor]) -> str:
+    """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
+    from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
+    what = "; ".join(s.describe() for s in stuck)
+    return f"stuck: {len(stuck)} worker process(es) survived SIGKILL: {what}"
 
 
 class Bookkeeper:
@@ -275,6 +283,14 @@ class Bookkeeper:
             self.state.unhealthy_record(self.job.node_name),
             {"node": self.job.node_name, "reason": detail, "time": self.clock(), "report": report},
         )
+
+    def stuck_workers(self, cycle: int, stuck: list[Survivor]) -> str:
+        """This node recorded unhealthy for workers that outlived SIGKILL (best effort);
+        returns the detail its joins give from now on (see :func:`stuck_detail`)."""
+        detail = stuck_detail(stuck)
+        with contextlib.suppress(OSError):
+            self.own_unhealthy(detail, {"cycle": cycle, "stuck": [s.to_json() for s in stuck]})
+        return detail
 
     def peers_unhealthy(self, pairs: list[tuple[str, str]], now: float) -> None:
         """Node 0 records the nodes that reported themselves unhealthy, on their behalf."""

@@ -24,7 +24,7 @@ from slurm_ft.health import nicmonitor
 from slurm_ft.launch import hang, policy
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.output.applog import cycle_log_path
+from slurm_ft.launch.output.applog import output_note
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
@@ -303,14 +303,6 @@ class Member:
         self.sig.drain()
         return self.sig.repeated
 
-    def _log_note(self, cycle: int, failure: Failure) -> str:
-        """Where the failed rank's output is: the cycle log (that node's, with one per node)."""
-        applog = self.cfg.settings.applog
-        if failure.rank is None or not applog.prefix:
-            return ""
-        path = cycle_log_path(applog.prefix, cycle, failure.node_rank if applog.per_node else None)
-        return f" (its output: {path})"
-
     def stop(
         self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd, termination_signal: int
     ) -> list[Survivor]:
@@ -339,7 +331,7 @@ class Member:
             hurry = self._interrupted_again if end.signum == signal.SIGINT else None
             return workers.stop(end.signum, launch.term_timeout, hurry=hurry, wake_fds=(self.sig.fd,))
         if end.failure is not None:
-            where = self._log_note(cycle, end.failure)
+            where = output_note(self.cfg.settings.applog, cycle, end.failure)
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")
             if end.failure.traceback:
                 self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")

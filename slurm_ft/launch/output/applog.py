@@ -54,9 +54,11 @@ from slurm_ft.launch.output.framing import LineFramer, Part
 from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
 from slurm_ft.launch.output.tracebacks import TracebackTail
 from slurm_ft.logline import NOTE_MARK, rank_prefix
+from slurm_ft.records import Failure
 from slurm_ft.settingsyntax import check_applog_prefix
 
 if TYPE_CHECKING:
+    from slurm_ft.config import AppLogSettings
     from slurm_ft.scribe import Scribe
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
@@ -85,6 +87,15 @@ def cycle_log_path(prefix: str, cycle: int, node_rank: int | None = None) -> Pat
     base = Path(prefix)
     node = f".node{node_rank}" if node_rank is not None else ""
     return base.with_name(f"{base.stem}_cycle{cycle}{node}{base.suffix}")
+
+
+def output_note(applog: AppLogSettings, cycle: int, failure: Failure) -> str:
+    """Where a failed rank's output is, for the failure's event line: the cycle log (that
+    node's, with one per node); empty without a cycle log or a rank."""
+    if failure.rank is None or not applog.prefix:
+        return ""
+    path = cycle_log_path(applog.prefix, cycle, failure.node_rank if applog.per_node else None)
+    return f" (its output: {path})"
 
 
 def _os_error(exc: OSError, path: Path) -> str:

@@ -209,6 +209,10 @@ class CycleWorkers:
     def pids_by_rank(self) -> dict[int, int]:
         return {w.rank: w.pid for w in self.group.workers}
 
+    def processes(self) -> list[tuple[int, int, int]]:
+        """(rank, local rank, pid) of each worker, for the node's process record."""
+        return [(w.rank, w.local_rank, w.pid) for w in self.group.workers]
+
     def keep_stacks(self, why: str) -> None:
         """Before a hang is stopped: every thread's Python stack of every running worker,
         into ``errors/cycle<N>/stacks-rank<R>.txt`` and, as launcher notes, the cycle log."""
