@@ -201,3 +201,26 @@ def test_a_seeded_plan_is_the_same_for_the_same_seed(run: Run) -> None:
     assert one.returncode == 0 and one.stdout == two.stdout and one.stdout.count("\n") > 5
     assert plan("6").stdout != one.stdout
     assert not run.state.drills_dir.exists()
+
+
+def test_freeze_launcher_stops_the_launcher_and_leaves_its_workers_running(run: Run) -> None:
+    wait_until(lambda: training(run, 0), 30, message="cycle 0 training")
+    rec = run.processes_of(0)
+    assert rec is not None
+    done = drill("--state-dir", str(run.state.path), "freeze-launcher")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: procs_state(rec.launcher_pid) == "T", 5, message="the launcher stopped")
+    assert all(procs_state(w.pid) in ("R", "S") for w in rec.workers)
+    [doc] = [records.read_json(p) for p in run.state.drills_dir.glob("*.json")]
+    assert doc is not None and (doc["fault"], doc["signal"], doc["pids"]) == (
+        "freeze-launcher",
+        "SIGSTOP",
+        [rec.launcher_pid],
+    )
+
+
+def procs_state(pid: int) -> str | None:
+    from slurm_ft import procident
+
+    found = procident.stat(pid)
+    return found.state if found else None
