@@ -501,7 +501,10 @@ def test_main_standalone_and_override() -> None:
     [
         (batch_env(SLURM_NODEID="2"), "slurm-ft: SLURM_NODEID='2' is outside [0, 2)"),
         (batch_env(SLURM_JOB_NODELIST="n[1-2"), "slurm-ft: SLURM_JOB_NODELIST='n[1-2': invalid hostlist"),
-        ({"SLURM_FT_LAUNCH_RDZV_PORT_RANGE": "x"}, "slurm-ft: slurm_ft.launch.rdzv_port_range: expected"),
+        (
+            {"SLURM_FT_LAUNCH_RDZV_PORT_RANGE": "x"},
+            "slurm-ft: environment variable SLURM_FT_LAUNCH_RDZV_PORT_RANGE: expected",
+        ),
     ],
 )
 def test_main_bad_input_is_one_line_and_exit_2(env: dict[str, str], line: str) -> None:
