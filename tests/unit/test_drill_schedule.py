@@ -111,7 +111,7 @@ def test_at_is_seconds_from_now_or_a_clock_time_today() -> None:
         ("01:00", "has passed"),
         ("25:00", "not a time of day"),
         ("1:2:3:4", "HH:MM"),
-        ("x", ""),
+        ("x", "not a time"),
     ):
         with pytest.raises(ScheduleError, match=problem):
             schedule.parse_at(bad, now, midnight)
