@@ -30,6 +30,7 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 REQ = struct.Struct("<IIQQ")  # op, slot or request id, argument, payload size
 REPLY = struct.Struct("<IIQ")  # kind, request id, payload size
@@ -199,9 +200,9 @@ class Child:
         elif op == OP_PING:
             self.reply(REPLY_OK, ident)
 
-    def answer(self, ident: int, work: object) -> None:
+    def answer(self, ident: int, work: Callable[[], bytes | None]) -> None:
         try:
-            out = work()  # type: ignore[operator]
+            out = work()
         except FileNotFoundError:
             self.reply(REPLY_MISSING, ident)
             return
