@@ -11,7 +11,6 @@ the protocol says is reported and reads as absent).
 from __future__ import annotations
 
 import contextlib
-import datetime
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -38,8 +37,6 @@ from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Store, StoreLost
 from slurm_ft.records import Failure
 
-WAIT_CHUNK_S = 0.2
-MIN_WAIT_S = 0.05
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
 PROBE_PAUSE_S = 0.05
@@ -128,45 +125,15 @@ class Client:
     def _check(self, key: str) -> bool:
         return bool(self._op(lambda: self._store.check([key])))
 
-    def _get_when_set(self, key: str, *, deadline: float, abort: Abort) -> bytes | None:
-        """The value of ``key`` once someone sets it; None on deadline.
-
-        With many launchers, all of them polling node 0's store for the same key is what
-        makes a cycle slow (the store host answers thousands of requests while node 0
-        itself is trying to read the join records). A blocking ``wait`` costs the store
-        nothing until the key appears and wakes every waiter at once. It is taken in
-        short chunks so that a signal (``abort``) is noticed within one chunk.
-        """
-        while True:
-            if abort():
-                raise Interrupted()
-            raw = self._op(lambda: reads.probe(self._store, key))
-            if raw is not None:
-                return raw
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            # Never a wait of a few milliseconds: a wait that times out on the client while
-            # the store's answer is on its way (a loaded host) leaves that answer to be
-            # taken for the next request's, and the connection stalls for its timeout.
-            self._wait([key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
-
     def _get_sealed_when_set(
         self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
     ) -> T | None:
-        """As :meth:`_get_when_set`, for a sealed value: a forgery or a malformed value
-        there counts as not set (until its real writer overwrites it)."""
-        while True:
-            raw = self._get_when_set(key, deadline=deadline, abort=abort)
-            if raw is None:
-                return None
-            value = reads.opened(self.sealer, key, raw, parse)
-            if value is not None:
-                return value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            time.sleep(min(WAIT_CHUNK_S, left))
+        """See :func:`reads.sealed_when_set`."""
+        return self._op(
+            lambda: reads.sealed_when_set(
+                self._store, self.sealer, key, parse, deadline=deadline, abort=abort
+            )
+        )
 
     def _read(self, keys: Sequence[str], parse: Callable[[bytes], T]) -> list[T | None]:
         """Each key's parsed, sealed value; None where missing, forged or malformed."""
@@ -181,16 +148,6 @@ class Client:
     def _set_sealed(self, key: str, value: str) -> None:
         sealed = self.sealer.seal(key, value)
         self._op(lambda: self._store.set(key, sealed))
-
-    def _wait(self, keys: list[str], timeout: float) -> bool:
-        """Block until every key is set (True) or ``timeout`` passes (False)."""
-        try:
-            self._store.wait(keys, datetime.timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            if stores.is_timeout(exc):
-                return False
-            raise stores.lost(exc) from None
-        return True
 
     # ----------------------------------------------------------------- node 0 writes
 
@@ -287,7 +244,7 @@ class Client:
 
     def wait_halt(self, i: int, timeout: float) -> bool:
         """Block until cycle i is halted (True) or ``timeout`` passes (False)."""
-        return self._wait([self.keys.halt(i)], timeout)
+        return stores.wait(self._store, [self.keys.halt(i)], timeout)
 
     def mark_done(self, i: int, node: int) -> None:
         """This launcher's workers all exited 0 (a ``set``, unanswered: the watch sets it

@@ -15,6 +15,7 @@ the sealer and reads as absent.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -29,6 +30,9 @@ T = TypeVar("T")
 # then the key reads as missing, which is what a value not from the protocol amounts to.
 MISSING = "slurm-ft:no-such-key:5e1d"
 _MISSING = MISSING.encode()
+
+WAIT_CHUNK_S = 0.2
+MIN_WAIT_S = 0.05
 
 
 def probe(store: Store, key: str) -> bytes | None:
@@ -65,6 +69,54 @@ def opened(sealer: Sealer, key: str, raw: bytes | None, parse: Callable[[bytes],
     except Malformed as exc:
         sealer.reject(key, str(exc))
         return None
+
+
+def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], bool]) -> bytes | None:
+    """The value of ``key`` once someone sets it; None on deadline.
+
+    With many launchers, all of them polling node 0's store for the same key is what
+    makes a cycle slow (the store host answers thousands of requests while node 0
+    itself is trying to read the join records). A blocking ``wait`` costs the store
+    nothing until the key appears and wakes every waiter at once. It is taken in
+    short chunks so that a signal (``abort``) is noticed within one chunk.
+    """
+    while True:
+        if abort():
+            raise stores.Interrupted()
+        raw = probe(store, key)
+        if raw is not None:
+            return raw
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        # Never a wait of a few milliseconds: a wait that times out on the client while
+        # the store's answer is on its way (a loaded host) leaves that answer to be
+        # taken for the next request's, and the connection stalls for its timeout.
+        stores.wait(store, [key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
+
+
+def sealed_when_set(
+    store: Store,
+    sealer: Sealer,
+    key: str,
+    parse: Callable[[bytes], T],
+    *,
+    deadline: float,
+    abort: Callable[[], bool],
+) -> T | None:
+    """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
+    counts as not set (until its real writer overwrites it)."""
+    while True:
+        raw = when_set(store, key, deadline=deadline, abort=abort)
+        if raw is None:
+            return None
+        value = opened(sealer, key, raw, parse)
+        if value is not None:
+            return value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(WAIT_CHUNK_S, left))
 
 
 def ensure(store: Store, key: str, sealed: str) -> bool:

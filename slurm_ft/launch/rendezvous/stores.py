@@ -83,6 +83,18 @@ def lost(exc: BaseException) -> StoreLost:
     return StoreLost(f"rendezvous store unreachable: {first}")
 
 
+def wait(store: Store, keys: list[str], timeout: float) -> bool:
+    """Block until every key is set (True) or ``timeout`` passes (False); StoreLost when
+    the store is gone."""
+    try:
+        store.wait(keys, datetime.timedelta(seconds=timeout))
+    except RuntimeError as exc:
+        if is_timeout(exc):
+            return False
+        raise lost(exc) from None
+    return True
+
+
 def poll_until(
     ready: Callable[[], T | None],
     *,
