@@ -30,7 +30,7 @@ from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision, JoinInfo
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
-from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.signals import SignalBox, forwarding_note
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import CycleOutcome, Failure, FailureKind
@@ -103,19 +103,9 @@ class Member:
 
     def check_health(self, i: int) -> str | None:
         """None when healthy (or checks are off this cycle), else '<check>: <detail>'."""
-        launch = self.cfg.settings.launch
-        if not self.cfg.health_checks or not (launch.health_before_join or i == 0):
-            return None
-        report = health.run_checks(
-            dataclasses.replace(self.cfg.settings.health, nic_mode=launch.nic_mode),
-            node_name=self.cfg.job.node_name,
-            expected_gpus=self.cfg.settings.health.gpus or self.cfg.job.gpus_on_node,
-            baseline=self._baseline,
-            own_pids=[os.getpid()],
-            near_paths=written_dirs(self.cfg),
-        )
-        first = report.first_failure
-        if report.healthy or first is None:
+        report = node_checks(self.cfg, i, self._baseline)
+        first = report.first_failure if report is not None else None
+        if report is None or report.healthy or first is None:
             return None
         detail = f"{first.name}: {first.detail}"
         self.books.own_unhealthy(detail, report.to_json())
@@ -176,16 +166,10 @@ class Member:
                 if on_tick is not None:
                     on_tick()
                 try:
-                    bad = [e for e in exits if not e.ok]
-                    if bad:
-                        first = bad[0]
-                        self.ev.event(
-                            f"worker rank {first.rank} (local {first.local_rank}) {first.describe()}"
-                        )
-                        won = self.client.publish_failure(i, workers.failure_of(first))
+                    failed = workers.note_exits(exits)
+                    if failed is not None:
+                        won = self.client.publish_failure(i, workers.failure_of(failed))
                         return WatchEnd(WatchEndKind.FAILURE, failure=won)
-                    for e in exits:
-                        self.ev.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
                     if done_marked or workers.all_succeeded():  # again at every tick: see mark_done
                         self.client.mark_done(i, self.cfg.job.node_rank)
                         done_marked = True
@@ -314,17 +298,7 @@ class Member:
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             name = signal_name(end.signum)
-            if workers is None:
-                self.ev.event(f"received {name}")
-            else:
-                # Ctrl-C at a terminal: say how long the wait is, and let a second one cut it
-                # short. Slurm's signals (a checkpoint on USR1, TERM) keep their whole grace.
-                interactive = end.signum == signal.SIGINT
-                again = "; Ctrl-C again kills them now" if interactive else ""
-                self.ev.event(
-                    f"received {name}: forwarding to workers; waiting up to "
-                    f"{launch.term_timeout:g} s for them to exit{again}"
-                )
+            self.ev.event(forwarding_note(end.signum, launch.term_timeout if workers is not None else None))
             self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
             if workers is None:
                 return []
@@ -348,6 +322,22 @@ class Member:
         return workers.stop(
             termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
         )
+
+
+def node_checks(cfg: AgentConfig, i: int, baseline: health.Baseline | None) -> health.Report | None:
+    """This node's health checks before the join of cycle ``i``, with the launcher's
+    settings; None when they are off for that cycle."""
+    launch = cfg.settings.launch
+    if not cfg.health_checks or not (launch.health_before_join or i == 0):
+        return None
+    return health.run_checks(
+        dataclasses.replace(cfg.settings.health, nic_mode=launch.nic_mode),
+        node_name=cfg.job.node_name,
+        expected_gpus=cfg.settings.health.gpus or cfg.job.gpus_on_node,
+        baseline=baseline,
+        own_pids=[os.getpid()],
+        near_paths=written_dirs(cfg),
+    )
 
 
 def written_dirs(cfg: AgentConfig) -> list[str]:

@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterable
 from types import FrameType
 
+from slurm_ft.exitcodes import signal_name
+
 
 class SignalBox:
     """Installs handlers for ``signals`` (main thread only) and remembers the first one.
@@ -83,3 +85,15 @@ class SignalBox:
         for fd in (self._read_fd, self._write_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def forwarding_note(signum: int, term_timeout: float | None) -> str:
+    """The event line of a signal received during a cycle; ``term_timeout`` None: this
+    launcher has no workers to forward it to (a spare). Ctrl-C at a terminal: say how long
+    the wait is, and that a second one cuts it short; Slurm's signals (a checkpoint on
+    USR1, TERM) keep their whole grace."""
+    name = signal_name(signum)
+    if term_timeout is None:
+        return f"received {name}"
+    again = "; Ctrl-C again kills them now" if signum == signal.SIGINT else ""
+    return f"received {name}: forwarding to workers; waiting up to {term_timeout:g} s for them to exit{again}"

@@ -181,6 +181,16 @@ class CycleWorkers:
     def all_succeeded(self) -> bool:
         return self.group.all_succeeded()
 
+    def note_exits(self, exits: list[wk.WorkerExit]) -> wk.WorkerExit | None:
+        """The event lines of ``exits``; the first failed one, which alone is said then."""
+        bad = [e for e in exits if not e.ok]
+        if bad:
+            self._events.event(f"worker rank {bad[0].rank} (local {bad[0].local_rank}) {bad[0].describe()}")
+            return bad[0]
+        for e in exits:
+            self._events.event(f"worker rank {e.rank} (local {e.local_rank}) finished")
+        return None
+
     def failure_of(self, e: wk.WorkerExit) -> Failure:
         """The failure record of a worker exit, with ``@record``'s message and traceback,
         else the last traceback the rank wrote to its output (most trainers do not use
