@@ -233,3 +233,13 @@ def test_a_lost_node_shows_what_its_ranks_printed_last(tmp_path):
     section = res.stdout.split("--- last 5 lines of the ranks on node1:", 1)[1].split("\n---", 1)[0]
     shown = [line for line in section.splitlines() if line]
     assert len(shown) == 5 and all(line.split(":")[0] in ("2", "3") for line in shown), shown
+
+
+def test_a_job_id_finds_the_state_dir_as_the_report_does(crash_once, tmp_path):
+    (tmp_path / ".slurm_ft").mkdir()
+    (tmp_path / ".slurm_ft" / "4242").symlink_to(crash_once.state)
+    env = {**clean_env(), "SLURM_SUBMIT_DIR": str(tmp_path)}
+    res = logs(None, "4242", "--cycle", "0", "--rank", "0", "--head", "1", env=env)
+    assert (res.returncode, res.stdout) == (0, "0: UserWarning: every rank says this\n"), res.stderr
+    listing = json.loads(logs(None, "4242", "--list", "--json", env=env).stdout)
+    assert [(c["cycle"], c["outcome"]) for c in listing["cycles"]] == [(0, "failed"), (1, "succeeded")]
