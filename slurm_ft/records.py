@@ -202,6 +202,9 @@ class OutcomeRecord:
     nodes: list[str] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)  # silent or never joined: exclude them too
     suspect_nodes: list[str] = field(default_factory=list)  # hosted repeated first failures (spares)
+    # Store keys whose values this launcher ignored: not sealed with the job's secret, or
+    # not what the protocol allows (someone else wrote them); each is in the launcher log.
+    store_values_ignored: list[str] = field(default_factory=list)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +38,7 @@ from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
-from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
@@ -47,13 +46,14 @@ from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import CycleOutcome, Failure, FailureKind, node_name
+from slurm_ft.records import FailureKind, node_name
 from slurm_ft.settingsyntax import parse_signals
 
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 
 STEP_KILL_TIMEOUT_S = 10.0
+NODE0_LOST_WRITE_S = 5.0  # how long a peer whose node 0 froze waits for the state dir
 
 
 class Phase(Enum):
@@ -108,8 +108,6 @@ class Agent:
         self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
-        self.log_lost = (0, 0)
-        self.last_failure_seen: Failure | None = None  # for the metrics: kept after a success
 
     @property
     def phase(self) -> Phase:
@@ -133,7 +131,7 @@ class Agent:
             self._enter(Phase.DECIDE)
             decision = self._decide(i, cycle)
             if not decision.run:
-                return self._stopped(decision)
+                return self._stopped(i, decision)
             judge = self.coordinator.judge if self.coordinator else None
             active = decision.active or tuple(range(self.cfg.num_nodes))
             topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
@@ -233,26 +231,20 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.cycle_ending()  # the progress guard looks while workers stop
         stuck = self.member.stop(i, cycle, workers, end, self._termination_signal)
-        if workers is not None:
-            lines, size = workers.log_lost
-            self.log_lost = (self.log_lost[0] + lines, self.log_lost[1] + size)
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
-        self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS)
-        self.last_failure_seen = end.failure or self.last_failure_seen
+        lost = workers.log_lost if workers is not None else (0, 0)
+        self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS, log_lost=lost)
         if self.coordinator is not None:
             self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.clock()))
 
     # ------------------------------------------------------------------ endings
 
-    def _stopped(self, decision: Decision) -> Exit:
-        announce = None
-        if self.coordinator is not None:
-            client, i = self.coordinator.client, self.index
-            assert i is not None
-            self.published = i
-            announce = partial(client.publish_decision, i, decision)
-        return wayout.stopped(decision, announce, self.launch.result_linger_timeout)
+    def _stopped(self, i: int, decision: Decision) -> Exit:
+        if self.coordinator is None:
+            return wayout.stopped(decision, None, self.launch.result_linger_timeout)
+        self.published = i
+        return self.coordinator.stopping(i, decision)
 
     def _after(self, i: int, cycle: int, end: WatchEnd) -> Exit:
         if end.kind is WatchEndKind.SUCCESS:
@@ -261,9 +253,7 @@ class Agent:
                 assert self.member is not None
                 self.member.confirm_success(i, cycle, self.sig.arrived)
                 return wayout.finished(None, 0.0)
-            result = CycleResult(CycleOutcome.SUCCEEDED, self.clock())
-            announce = partial(self.coordinator.client.publish_result, i, result)
-            return wayout.finished(announce, self.launch.result_linger_timeout)
+            return self.coordinator.finished(i)
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             return wayout.signalled(end.signum, self.cfg.job.node_name)
@@ -306,6 +296,8 @@ class Agent:
             self.books.flush()
         if self.coordinator is not None:
             self.run = self.coordinator.retired(self.run)
+        if self.client is not None:
+            self.run = dataclasses.replace(self.run, store_values_ignored=self.client.sealer.rejected())
         with contextlib.suppress(OSError):
             self.books.write_outcome(self.run, way_out.ending)
         ending, problem = self.books.settle(way_out.ending, budget)
@@ -338,7 +330,12 @@ class Agent:
         if self.workers is not None:
             self.workers.group.signal_groups(signal.SIGKILL)
         wk.kill_orphans(os.getpid())
-        end_step(self.cfg, self.ev, ("node 0",))  # a frozen node 0 holds the step as a frozen peer does
+        node0 = self.run.nodes[0] if self.run.nodes else self.cfg.topo.master_addr
+        ending = policy.node0_frozen(why, node0)
+        if self.client is not None:
+            self.run = dataclasses.replace(self.run, store_values_ignored=self.client.sealer.rejected())
+        self.books.node0_lost(self.run, ending, NODE0_LOST_WRITE_S)
+        end_step(self.cfg, self.ev, (node0,))  # a frozen node 0 holds the step as a frozen peer does
         os._exit(int(ExitCode.WORKERS_FAILED))
 
     def cleanup(self) -> None:
@@ -435,7 +432,7 @@ def prom_writer(path: str | None, events: EventLog) -> PromFileWriter | None:
 def metrics_of(agent: Agent) -> LauncherMetrics:
     from slurm_ft.launch.metrics import LauncherMetrics
 
-    job, run, workers, failure = agent.cfg.job, agent.run, agent.workers, agent.last_failure_seen
+    job, run, workers, failure = agent.cfg.job, agent.run, agent.workers, agent.run.failure_seen
     monitor = agent.threads.monitor
     ages = monitor.ages() if monitor is not None else {}
     names = run.nodes
@@ -451,8 +448,9 @@ def metrics_of(agent: Agent) -> LauncherMetrics:
         workers_running=len(workers.group.running()) if workers is not None else 0,
         last_failure_time=failure.time if failure else None,
         last_failure_kind=failure.kind.value if failure else None,
-        log_lines_lost=agent.log_lost[0],
-        log_bytes_lost=agent.log_lost[1],
+        log_lines_lost=run.log_lost[0],
+        log_bytes_lost=run.log_lost[1],
+        store_values_ignored=len(agent.client.sealer.rejected()) if agent.client is not None else 0,
         peer_heartbeat_age_s=tuple((node_name(names, k), round(age, 1)) for k, age in sorted(ages.items())),
     )
 

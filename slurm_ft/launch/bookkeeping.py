@@ -47,15 +47,25 @@ class RunSummary:
     nodes: tuple[str, ...] = ()
     lost_nodes: tuple[str, ...] = ()  # with spares: lost launchers, spares included
     suspect_nodes: tuple[str, ...] = ()
+    failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
+    log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
+    store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
 
     def started(self, cycle: int) -> RunSummary:
         return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
 
-    def closed(self, failure: Failure | None, *, succeeded: bool) -> RunSummary:
-        """After a cycle: its failure is the last one; a success clears the last one."""
-        if failure is not None:
-            return dataclasses.replace(self, last_failure=failure)
-        return dataclasses.replace(self, last_failure=None) if succeeded else self
+    def closed(
+        self, failure: Failure | None, *, succeeded: bool, log_lost: tuple[int, int] = (0, 0)
+    ) -> RunSummary:
+        """After a cycle: its failure is the last one (a success clears the last one), and
+        what its cycle log could not take is counted."""
+        last = failure if failure is not None else None if succeeded else self.last_failure
+        return dataclasses.replace(
+            self,
+            last_failure=last,
+            failure_seen=failure or self.failure_seen,
+            log_lost=(self.log_lost[0] + log_lost[0], self.log_lost[1] + log_lost[1]),
+        )
 
 
 def stuck_detail(stuck: list[Survivor]) -> str:
@@ -188,6 +198,7 @@ class Bookkeeper:
             nodes=list(ending.nodes if ending.nodes else run.nodes),
             lost_nodes=list(ending.lost_nodes or run.lost_nodes),
             suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
+            store_values_ignored=list(run.store_values_ignored),
             time=self.clock(),
         )
 
@@ -203,6 +214,19 @@ class Bookkeeper:
         with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
             self._write(self.state.outcome, rec)
             self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+
+    def node0_lost(self, run: RunSummary, ending: Ending, budget: float) -> None:
+        """A peer whose node 0 froze: node 0 writes nothing any more, so the peer writes the
+        attempt's outcome (``ending`` names node 0 in ``lost_nodes``: the report and the
+        template's exclusions then name it), unless node 0 wrote one for this run. Several
+        peers may: each writes the same thing, atomically. Waits at most ``budget``."""
+        if self.io.written_by(self.state.outcome, run.run_uuid):
+            return
+        rec = self.outcome(run, ending)
+        with contextlib.suppress(OSError):
+            self._write(self.state.outcome, rec)
+            self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+            self.io.settle(budget)
 
     def settle(self, ending: Ending, budget: float) -> tuple[Ending, str | None]:
         """The records kept while the state dir did not answer are written now, waiting at

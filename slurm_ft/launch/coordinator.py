@@ -14,8 +14,9 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares
+from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
@@ -29,6 +30,8 @@ from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost, poll_un
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
 from slurm_ft.records import CycleOutcome, Failure, node_name
+
+REASSERT_S = 1.0  # how often node 0 writes the run's base again while it waits for the joins
 
 
 @dataclass(frozen=True)
@@ -132,17 +135,31 @@ class Coordinator:
         spares an unhealthy or lost launcher is replaced, so the wait goes on for the others."""
         n = self.cfg.num_nodes
         with_spares = self.spares is not None
+        next_reassert = time.monotonic() + REASSERT_S
+        # A sealed record read once stays read: someone overwriting it afterwards un-joins
+        # no one (and a launcher joins a cycle once).
+        seen: dict[int, JoinInfo] = {}
+
+        def records() -> list[JoinInfo | None]:
+            for k, info in enumerate(self.client.join_records(i, n)):
+                if info is not None:
+                    seen[k] = info
+            return [seen.get(k) for k in range(n)]
 
         def settled() -> bool | None:
+            nonlocal next_reassert
+            if time.monotonic() >= next_reassert:  # the base, should someone have overwritten it
+                self.client.reassert()
+                next_reassert = time.monotonic() + REASSERT_S
             lost = self.threads.lost_peers()
             if lost and not with_spares:
                 return True
             # With spares a lost launcher is replaced: every live one must be in the roster
             # (a lost one may still join: it froze and thawed).
-            live = [k for k in range(n) if k not in lost]
-            if not self.client.joined(i, live) and (with_spares or not self.client.unhealthy_said(i)):
+            waiting = [k for k in range(n) if k not in lost and k not in seen]
+            if not self.client.joined(i, waiting) and (with_spares or not self.client.unhealthy_said(i)):
                 return None
-            infos = self.client.join_records(i, n)  # only sealed records count
+            infos = records()  # only sealed records count
             if with_spares:
                 return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
             return True if all(infos) or any(info and info.unhealthy for info in infos) else None
@@ -155,7 +172,7 @@ class Coordinator:
                 sleep=sleep,
                 max_interval=0.25,
             )
-        return Roster.of(self.client.join_records(i, n), self.nodes, tuple(sorted(self.threads.lost_peers())))
+        return Roster.of(records(), self.nodes, tuple(sorted(self.threads.lost_peers())))
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
@@ -252,12 +269,8 @@ class Coordinator:
         the last cycle included), for the outcome record."""
         if self.spares is None:
             return run
-        Why = spares.Why
-        lost = {*self.spares.named(self.nodes, (Why.LOST, Why.MISSING))}
-        lost |= {node_name(self.nodes, k) for k in (self.jury.lost_spares if self.jury else ())}
-        return dataclasses.replace(
-            run, lost_nodes=tuple(sorted(lost)), suspect_nodes=self.spares.named(self.nodes, (Why.SUSPECT,))
-        )
+        lost, suspect = self.spares.gone(self.nodes, self.jury.lost_spares if self.jury else ())
+        return dataclasses.replace(run, lost_nodes=lost, suspect_nodes=suspect)
 
     def begin_cycle(self, run: RunSummary, i: int, cycle: int, decision: Decision) -> None:
         """The start record must exist before workers read SLURM_FT_CYCLE_INFO; the counter
@@ -303,6 +316,17 @@ class Coordinator:
         self.books.close_cycle(run, i, cycle, decision, result, later=not success)
         if self.tracker is not None:
             self.tracker.after_cycle(cycle, result.outcome.value)
+
+    def stopping(self, i: int, decision: Decision) -> Exit:
+        """Node 0 decided to stop: the decision is the final answer, announced on the way out."""
+        linger = self.cfg.settings.launch.result_linger_timeout
+        return wayout.stopped(decision, partial(self.client.publish_decision, i, decision), linger)
+
+    def finished(self, i: int) -> Exit:
+        """Every worker finished: the cycle's result is the final answer, announced on the way out."""
+        result = CycleResult(CycleOutcome.SUCCEEDED, self.clock())
+        linger = self.cfg.settings.launch.result_linger_timeout
+        return wayout.finished(partial(self.client.publish_result, i, result), linger)
 
     def announce(self, way_out: Exit, run: RunSummary, published: int) -> None:
         """After the outcome record is written: node 0's farewell (see :class:`Farewell`)."""

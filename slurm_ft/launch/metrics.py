@@ -37,6 +37,7 @@ class LauncherMetrics:
     last_failure_kind: str | None = None
     log_lines_lost: int = 0
     log_bytes_lost: int = 0
+    store_values_ignored: int = 0  # store keys whose values were forged or malformed
     # node 0 only: (peer node name, seconds since its last heartbeat), in node-rank order
     peer_heartbeat_age_s: tuple[tuple[str, float], ...] = ()
 
@@ -94,6 +95,12 @@ def render(m: LauncherMetrics) -> str:
         "counter",
         "Worker output bytes the application log could not keep.",
         [("", m.log_bytes_lost)],
+    )
+    family(
+        "store_values_ignored_total",
+        "counter",
+        "Store keys whose values were ignored: forged (not sealed) or not what the protocol allows.",
+        [("", m.store_values_ignored)],
     )
     family(
         "peer_heartbeat_age_seconds",

@@ -240,6 +240,12 @@ def store_lost(detail: str, *, unhealthy: bool) -> Ending:
     return Ending(int(code), f"lost node 0: {detail}")
 
 
+def node0_frozen(detail: str, node0: str) -> Ending:
+    """A peer's watchdog found node 0 frozen (no answer within the heart-beat timeout):
+    the outcome names node 0 as lost, so the template resubmits without it."""
+    return Ending(int(ExitCode.WORKERS_FAILED), f"lost node 0 ({node0}): {detail}", lost_nodes=(node0,))
+
+
 def ports_in_use(detail: str) -> Ending:
     """Node 0 could not open its store: every port of the job's sequence is taken (other
     jobs' stores on this host). Transient, so the retryable 1, never bad input's 2."""

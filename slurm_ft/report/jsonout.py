@@ -106,6 +106,7 @@ def _attempt(a: AttemptView) -> dict[str, Any]:
         "cycles": list(a.cycles),
         "nodes": list(a.nodes),
         "unhealthy_nodes": list(a.unhealthy_nodes),
+        "lost_nodes": list(a.lost_nodes),
     }
 
 

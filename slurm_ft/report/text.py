@@ -168,6 +168,9 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
             a.reason,
         )
     console.print(attempts)
+    for a in report.attempts:
+        if a.lost_nodes:
+            console.print(f"lost in attempt {a.attempt}: {', '.join(a.lost_nodes)}", markup=False)
 
     shown = report.cycles[-MAX_CYCLE_ROWS:]
     hidden = len(report.cycles) - len(shown)

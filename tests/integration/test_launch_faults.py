@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.integration.launch_cluster import ECHO, SimJob
+from tests.integration.launch_cluster import ECHO, SimJob, clean_env
 from tests.support import procs
 from tests.support.waiting import wait_until
 
@@ -178,6 +180,19 @@ def test_frozen_node0_is_noticed_within_10s(tmp_path):
         assert "rendezvous store" in job.node(1).err()
         mine = [s["pid"] for s in job.starts() if s["rank"] in (2, 3)]
         wait_until(lambda: not any(procs.is_alive(p) for p in mine), 5, message="node1 workers gone")
+        # node 0 writes nothing any more: the peer's outcome names it, for the template's
+        # exclusions and the report
+        outcome = job.outcome()
+        assert outcome["exit_code"] == 1 and outcome["lost_nodes"] == ["node0"], outcome
+        assert outcome["reason"].startswith("lost node 0 (node0): "), outcome
+        report = subprocess.run(
+            [sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(job.state)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+        )
+        assert "lost in attempt 0: node0" in report.stdout, report.stdout + report.stderr
         job.node(0).proc.send_signal(signal.SIGCONT)
         job.node(0).proc.kill()
         job.assert_no_orphans(timeout=5)

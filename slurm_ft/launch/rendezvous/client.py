@@ -29,6 +29,7 @@ from slurm_ft.launch.rendezvous.protocol import (
     decode_failure,
     encode,
     encode_failure,
+    family,
     parse_beat,
     parse_mark,
     parse_text,
@@ -38,6 +39,7 @@ from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Stor
 from slurm_ft.records import Failure
 
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
+MAX_PORT_SLICE_S = 30.0  # ... doubled after each pass over the ports, up to this
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
 PROBE_PAUSE_S = 0.05
 
@@ -69,6 +71,7 @@ class Client:
         self.sealer = sealer or Sealer(None)
         self._beats = 0
         self._last_beat = ""  # the sealed value of this connection's last beat
+        self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
 
     # ----------------------------------------------------------------- construction
 
@@ -88,9 +91,10 @@ class Client:
         abort: Abort,
         sleep: Sleep,
         sealer: Sealer | None = None,
+        attempt: float = stores.CONNECT_ATTEMPT_S,
     ) -> Client:
         store = stores.connect(
-            address, port, deadline=deadline, op_timeout=op_timeout, abort=abort, sleep=sleep
+            address, port, deadline=deadline, op_timeout=op_timeout, abort=abort, sleep=sleep, attempt=attempt
         )
         return cls(store, keys, address, sealer)
 
@@ -145,6 +149,19 @@ class Client:
         sealed = self.sealer.seal(key, value)
         self._op(lambda: reads.ensure(self._store, key, sealed))
 
+    def _keep(self, key: str, value: str) -> None:
+        """Write a sealed value that others still need to read, and remember it (the
+        latest of its key family) for :meth:`reassert`."""
+        self._set_sealed(key, value)
+        self._kept[family(self.keys, key) or key] = (key, value)
+
+    def reassert(self) -> None:
+        """Write again what this launcher published last of each kind (the run's base, a
+        decision, its join record, its done mark, a result) where someone overwrote or
+        deleted it: one answered round trip per value, at the loops' slow ticks."""
+        for key, value in list(self._kept.values()):
+            self._ensure_sealed(key, value)
+
     def _set_sealed(self, key: str, value: str) -> None:
         sealed = self.sealer.seal(key, value)
         self._op(lambda: self._store.set(key, sealed))
@@ -160,15 +177,15 @@ class Client:
         init = [self.sealer.seal(k, "0") for k in beats] + [self.sealer.seal(k, NO_SILENCE) for k in quiet]
         self._op(lambda: self._store.multi_set(beats + quiet, init))
         self._op(lambda: self._store.set(keys.failure(0), ""))
-        self._set_sealed(keys.base, encode(base))
+        self._keep(keys.base, encode(base))
 
     def publish_decision(self, i: int, decision: Decision) -> None:
         """Also creates the next cycle's failure key: no peer can join i+1 before reading this."""
         self._op(lambda: self._store.set(self.keys.failure(i + 1), ""))
-        self._set_sealed(self.keys.decision(i), encode(decision))
+        self._keep(self.keys.decision(i), encode(decision))
 
     def publish_result(self, i: int, result: CycleResult) -> None:
-        self._set_sealed(self.keys.result(i), encode(result))
+        self._keep(self.keys.result(i), encode(result))
 
     def joined(self, i: int, nodes: Sequence[int]) -> bool:
         """Whether every one of ``nodes`` has a join record for cycle i (one round trip; what
@@ -207,14 +224,9 @@ class Client:
         )
 
     def join(self, i: int, info: JoinInfo) -> None:
-        self._set_sealed(self.keys.join(i, info.node_rank), encode(info))
+        self._keep(self.keys.join(i, info.node_rank), encode(info))
         if info.unhealthy is not None:
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
-
-    def rejoin(self, i: int, info: JoinInfo) -> None:
-        """The join record again, should someone have overwritten or deleted it while this
-        launcher waits for the decision."""
-        self._ensure_sealed(self.keys.join(i, info.node_rank), encode(info))
 
     def wait_decision(self, i: int, *, deadline: float, abort: Abort) -> Decision | None:
         key = self.keys.decision(i)
@@ -247,9 +259,8 @@ class Client:
         return stores.wait(self._store, [self.keys.halt(i)], timeout)
 
     def mark_done(self, i: int, node: int) -> None:
-        """This launcher's workers all exited 0 (a ``set``, unanswered: the watch sets it
-        again at every tick until the cycle ends, in case someone overwrote it)."""
-        self._set_sealed(self.keys.done_by(i, node), "1")
+        """This launcher's workers all exited 0 (kept: see :meth:`reassert`)."""
+        self._keep(self.keys.done_by(i, node), "1")
 
     def all_done(self, i: int, launchers: Sequence[int]) -> bool:
         """Every active launcher's sealed word that its workers finished: one ``check``
@@ -314,7 +325,10 @@ def find_run(
     """A peer: node 0's store and the run it published. Node 0 listens on the first
     port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
     until one holds this run's ``base``: a store without it (not up yet, or another
-    job's on a clashing port) is left for the next. StoreLost at ``deadline``."""
+    job's on a clashing port) is left for the next. Each pass doubles the slice: a store
+    slowed down by idle connections that others hold to it takes seconds to connect to
+    (README, security). StoreLost at ``deadline``."""
+    slice_s = PORT_SLICE_S
     while True:
         if abort():
             raise Interrupted()
@@ -322,7 +336,7 @@ def find_run(
         if not listening:
             sleep(min(PROBE_PAUSE_S, max(0.0, deadline - time.monotonic())))
         for port in listening:
-            until = min(deadline, time.monotonic() + PORT_SLICE_S)
+            until = min(deadline, time.monotonic() + slice_s)
             try:
                 client = Client.connect(
                     address,
@@ -333,14 +347,17 @@ def find_run(
                     abort=abort,
                     sleep=sleep,
                     sealer=sealer,
+                    attempt=slice_s,
                 )
             except StoreLost:
                 continue
-            until = min(deadline, time.monotonic() + PORT_SLICE_S)
+            until = min(deadline, time.monotonic() + slice_s)
             with contextlib.suppress(StoreLost):
                 base = client.wait_base(deadline=until, abort=abort)
                 if base is not None:
                     return client, base
+        if listening:
+            slice_s = min(slice_s * 2, MAX_PORT_SLICE_S)
         if time.monotonic() >= deadline:
             raise StoreLost(
                 f"node 0 did not publish the run at {address} on port(s) "

@@ -18,6 +18,10 @@ from types import ModuleType
 from typing import Protocol, TypeVar
 
 CONNECT_ATTEMPT_S = 2.0
+# How long a connection to a store known to be up may take to be made. Idle connections
+# that others hold to the port slow every new one down (measured: about 4 s with 100
+# held, 30 s with 400: README, security), so this is longer than any operation's timeout.
+RECONNECT_S = 60.0
 FAST_POLL_S = 0.005
 FAST_POLL_PERIOD_S = 2.0
 
@@ -152,8 +156,10 @@ def connect(
     op_timeout: float,
     abort: Callable[[], bool],
     sleep: Callable[[float], None],
+    attempt: float = CONNECT_ATTEMPT_S,
 ) -> Store:
-    """Retry until ``deadline`` (monotonic): node 0 may start a little later than us."""
+    """Retry until ``deadline`` (monotonic): node 0 may start a little later than us. Each
+    attempt may take ``attempt`` seconds (a signal is noticed between two)."""
     dist = _c10d()
     while True:
         if abort():
@@ -167,7 +173,7 @@ def connect(
                 port,
                 None,
                 False,
-                datetime.timedelta(seconds=max(0.1, min(CONNECT_ATTEMPT_S, left))),
+                datetime.timedelta(seconds=max(0.1, min(attempt, left))),
                 use_libuv=True,
             )
         except RuntimeError:
@@ -178,10 +184,20 @@ def connect(
 
 
 def reconnect(address: str, port: int, op_timeout: float) -> Store:
-    """A second connection to a store that is known to be up, for another thread."""
-    store: Store = _c10d().TCPStore(
-        address, port, None, False, datetime.timedelta(seconds=op_timeout), use_libuv=True
-    )
+    """A second connection to a store that is known to be up, for another thread
+    (:class:`StoreLost` when it cannot be made within ``RECONNECT_S``)."""
+    try:
+        store: Store = _c10d().TCPStore(
+            address,
+            port,
+            None,
+            False,
+            datetime.timedelta(seconds=max(op_timeout, RECONNECT_S)),
+            use_libuv=True,
+        )
+    except RuntimeError as exc:
+        raise lost(exc) from None
+    store.set_timeout(datetime.timedelta(seconds=op_timeout))
     return store
 
 

@@ -1,0 +1,113 @@
+"""How many idle connections node 0's store holds before a new launcher cannot join.
+
+Not one of the figures (``python -m benchmarks`` does not run it): a measurement for the
+README's security section. Node 0's store (a libuv TCPStore, opened as the launcher opens
+it) runs in a child process under a given open-files limit (``RLIMIT_NOFILE``: every
+accepted connection is one descriptor). This process opens idle TCP connections to it,
+``--step`` at a time, and after each step a new launcher connects and makes a round trip;
+an already connected launcher makes one too. The answer is the number of idle connections
+at the first step where the new launcher could not join; then the idle connections are
+closed and a launcher must be able to join again (the store recovers).
+
+    python -m benchmarks.store_flood [--nofile 1024] [--step 50] [--max 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import resource
+import socket
+import sys
+import time
+from multiprocessing.connection import Connection
+
+
+def _host(nofile: int, ready: Connection) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    from slurm_ft.launch.rendezvous import stores
+
+    store = stores.host(0, 5.0)
+    store.set("hello", "1")
+    ready.send(store.port)
+    ready.recv()  # until the parent is done
+
+
+WHY: list[str] = []
+
+
+def _joins(port: int, timeout: float = 3.0) -> bool:
+    """A new launcher's first steps: connect, one answered round trip."""
+    import torch.distributed as dist
+
+    try:
+        client = dist.TCPStore(
+            "127.0.0.1", port, None, False, datetime.timedelta(seconds=timeout), use_libuv=True
+        )
+        return bool(client.check(["hello"]))
+    except RuntimeError as exc:
+        WHY.append(str(exc).splitlines()[0][:200])
+        return False
+
+
+def measure(nofile: int, step: int, limit: int) -> dict[str, object]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # this side holds them all
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=_host, args=(nofile, child), daemon=True)
+    proc.start()
+    port = parent.recv()
+    import torch.distributed as dist
+
+    joined = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=3), use_libuv=True)
+    idle: list[socket.socket] = []
+    refused_at: int | None = None
+    established_ok = True
+    t0 = time.monotonic()
+    try:
+        while len(idle) < limit:
+            for _ in range(step):
+                try:
+                    idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                except OSError:
+                    break
+            if not _joins(port):
+                refused_at = len(idle)
+                break
+        try:
+            established_ok = bool(joined.check(["hello"]))
+        except RuntimeError:
+            established_ok = False
+    finally:
+        for s in idle:
+            s.close()
+    time.sleep(0.5)
+    recovered = _joins(port, timeout=5.0)
+    parent.send("done")
+    proc.join(10)
+    return {
+        "store_nofile_limit": nofile,
+        "idle_connections_when_a_new_launcher_could_not_join": refused_at,
+        "idle_connections_opened": len(idle),
+        "connected_launcher_still_answered": established_ok,
+        "new_launcher_joins_after_they_close": recovered,
+        "why": WHY[:1],
+        "seconds": round(time.monotonic() - t0, 1),
+        "this_process_nofile": [soft, hard],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nofile", type=int, default=resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    p.add_argument("--step", type=int, default=50)
+    p.add_argument("--max", type=int, default=5000)
+    args = p.parse_args(argv)
+    print(json.dumps(measure(args.nofile, args.step, args.max), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""No value anyone writes to the launchers' store may stop the job (issue 29).
+
+A job of two simulated nodes with a job secret trains (torch-free workers that wait for
+the test's go, then write their steps) while a client without the secret, on the store's
+port, does its worst for the whole run: overwrites every key of one family of the key
+table with values of several shapes over and over (empty, garbage, huge, numeric,
+sealed-looking, another key's sealed value replayed), deletes keys, sends random bytes,
+holds half-open and idle connections. Both launchers must finish the training and exit 0
+with no internal error, and the records must stay readable by ``slurm-ft-report``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from slurm_ft.launch.rendezvous import protocol as proto
+from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
+from slurm_ft.launch.rendezvous.sealing import TAG, Sealer
+from tests.integration.launch_cluster import SimJob, clean_env
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(150)
+
+SECRET = "4b1d0e6c2a9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170605"
+STEPS = 3
+BASE = ["--nproc-per-node", "1", "--health-checks", "none", "--monitor-interval", "0.05", "--no-python"]
+# Say it started, wait for the go, then "train": every step on stdout and in a file.
+WORKER = (
+    'touch "$0/started.$RANK"; while [ ! -e "$0/go" ]; do sleep 0.05; done; '
+    f'for s in $(seq 1 {STEPS}); do echo "rank $RANK step $s"; echo "step $s" >> "$0/train.$RANK"; done'
+)
+ENV = {
+    SECRET_ENV: SECRET,
+    "SLURM_FT_LAUNCH_RESULT_LINGER_TIMEOUT": "4",
+    "SLURM_FT_LAUNCH_JOIN_TIMEOUT": "40",
+}
+ROUND_S = 0.15  # the outsider's pause between two rounds over the keys
+REPORT = [sys.executable, "-m", "slurm_ft.cli.report"]
+
+
+def _raw_store(port: int):
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5), use_libuv=True)
+
+
+def _warm_torch() -> None:
+    """torch imported before the job starts: a first import takes seconds on a loaded host,
+    which the outsider must not spend while the job runs."""
+    import torch.distributed  # noqa: F401
+
+
+def _shapes(rng: random.Random, replay: Callable[[], bytes | None]) -> itertools.cycle[Callable[[], bytes]]:
+    return itertools.cycle(
+        [
+            lambda: b"",
+            lambda: rng.randbytes(48),
+            lambda: rng.randbytes(200_000),
+            lambda: str(rng.choice([0, 1, -5, 7, 2**63, 10**30])).encode(),
+            lambda: f"{TAG}{rng.randbytes(32).hex()}:{rng.choice(['1', '0', '{}'])}".encode(),
+            lambda: replay() or b"{}",
+        ]
+    )
+
+
+class Outsider(threading.Thread):
+    """A client without the secret, doing ``act`` once per round until stopped."""
+
+    def __init__(self, job: SimJob, act: Callable[[object, list[str]], None]) -> None:
+        super().__init__(daemon=True)
+        self.job = job
+        self.act = act
+        self.stopped = threading.Event()
+        self.rounds = 0
+        self.touched: set[str] = set()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            store = None
+            while store is None and not self.stopped.is_set():
+                try:  # only once node 0 listens: a TCPStore client retries for seconds
+                    socket.create_connection(("127.0.0.1", self.job.port), timeout=1).close()
+                    store = _raw_store(self.job.port)
+                except (OSError, RuntimeError):
+                    time.sleep(0.05)
+            while not self.stopped.wait(ROUND_S):
+                try:
+                    self.act(store, list(store.list_keys()))
+                except RuntimeError:  # node 0 gone (the job ended): reconnect or stop
+                    if self.stopped.is_set():
+                        return
+                    try:
+                        store = _raw_store(self.job.port)
+                    except RuntimeError:
+                        return
+                self.rounds += 1
+        except BaseException as exc:  # a broken test helper must show
+            self.error = exc
+
+
+def _keys(job: SimJob) -> proto.Keys:
+    return proto.Keys(f"{job.job_id}-a0", Sealer(SECRET.encode()).namespace)
+
+
+def _overwrite(job: SimJob, family: str, outsider: list[Outsider]) -> Callable[[object, list[str]], None]:
+    rng = random.Random(family)
+    keys = _keys(job)
+    seen: dict[str, bytes] = {}  # other keys' (sealed) values, for the replay
+
+    def replay() -> bytes | None:
+        return rng.choice(list(seen.values())) if seen else None
+
+    shapes = _shapes(rng, replay)
+    # Keys that live only for the last moments of the run (node 0 leaves once the peer's
+    # ack is there): the outsider writes them before their writers do, as anyone who has
+    # seen the other keys' names could, and over them afterwards.
+    ahead = {"c<i>/result": [keys.result(0)], "ack/<node>": [keys.ack(1)]}.get(family, [])
+
+    def act(store, listed: list[str]) -> None:
+        for key in {*listed, *ahead}:
+            if proto.family(keys, key) == family:
+                store.set(key, next(shapes)())
+                outsider[0].touched.add(key)
+            elif len(seen) < 8 and proto.family(keys, key) is not None:
+                seen[key] = store.get(key)
+
+    return act
+
+
+def _delete(job: SimJob, outsider: list[Outsider]) -> Callable[[object, list[str]], None]:
+    keys = _keys(job)
+
+    def act(store, listed: list[str]) -> None:
+        for key in listed:
+            if proto.family(keys, key) is not None:
+                store.delete_key(key)
+                outsider[0].touched.add(key)
+
+    return act
+
+
+def _run(tmp_path: Path, make_act) -> tuple[SimJob, Outsider]:
+    job = SimJob(tmp_path, 2, BASE, ["/bin/sh", "-c", WORKER, str(tmp_path)], extra_env=dict(ENV))
+    holder: list[Outsider] = []
+    outsider = Outsider(job, make_act(job, holder))
+    holder.append(outsider)
+    _warm_torch()
+    try:
+        job.start()
+        outsider.start()
+        started = [tmp_path / f"started.{r}" for r in (0, 1)]
+        try:
+            wait_until(lambda: all(p.exists() for p in started), 60, message="both workers started")
+        except AssertionError:
+            raise AssertionError(job.dump()) from None
+        begun = outsider.rounds
+        wait_until(
+            lambda: outsider.rounds >= begun + 5 or outsider.error, 30, message="rounds while training"
+        )
+        (tmp_path / "go").touch()
+        codes = job.wait(60)
+    finally:
+        outsider.stopped.set()
+        job.kill()
+    outsider.join(10)
+    assert outsider.error is None, repr(outsider.error)
+    assert codes == [0, 0], job.dump()
+    return job, outsider
+
+
+def _assert_whole(job: SimJob, tmp_path: Path) -> None:
+    """Training complete, no internal error anywhere, records readable by the report."""
+    for rank in (0, 1):
+        assert (tmp_path / f"train.{rank}").read_text().split("\n")[:STEPS] == [
+            f"step {s}" for s in range(1, STEPS + 1)
+        ]
+    texts = [job.node(k).err() + job.node(k).out() for k in (0, 1)]
+    texts += [p.read_text(errors="replace") for p in job.state.rglob("*.json")]
+    assert not [t for t in texts if "internal error" in t or "Traceback" in t], job.dump()
+    assert job.outcome()["exit_code"] == 0
+    report = subprocess.run(
+        [*REPORT, "--state-dir", str(job.state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        cwd=tmp_path,
+    )
+    assert report.returncode == 0, report.stderr
+    assert '"cycles"' in report.stdout
+
+
+@pytest.mark.parametrize("family", proto.FAMILIES)
+def test_overwriting_every_key_of_a_family_never_stops_the_job(tmp_path, family):
+    job, outsider = _run(tmp_path, lambda j, holder: _overwrite(j, family, holder))
+    _assert_whole(job, tmp_path)
+    touched = sorted(outsider.touched)
+    if family != "c<i>/unhealthy":  # no node is unhealthy: nobody writes that key
+        assert touched, f"the outsider found no key of {family} in {outsider.rounds} rounds"
+    # every key that a launcher read while it held a bad value is named once in its log
+    # and in the outcome record (node 0's): a job that was tampered with says so
+    ignored = job.outcome()["store_values_ignored"]
+    assert set(ignored) <= set(touched)
+    for k in (0, 1):
+        lines = [ln for ln in job.node(k).err().splitlines() if "ignored a value of store key" in ln]
+        assert len(lines) == len(set(lines)), lines
+
+
+def test_deleting_every_key_never_stops_the_job(tmp_path):
+    job, outsider = _run(tmp_path, _delete)
+    _assert_whole(job, tmp_path)
+    assert outsider.touched
+
+
+def _wire_attack(job: SimJob, holder: list[Outsider]) -> Callable[[object, list[str]], None]:
+    """Each round: a connection that sends random bytes; one that sends half a request
+    and stays open; 20 more idle connections, held to the end (200 in all over a run)."""
+    rng = random.Random(7)
+    held: list[socket.socket] = []
+
+    def act(store, listed: list[str]) -> None:
+        with socket.create_connection(("127.0.0.1", job.port), timeout=2) as s:
+            s.sendall(rng.randbytes(rng.choice([1, 7, 64, 4096])))
+        half = socket.create_connection(("127.0.0.1", job.port), timeout=2)
+        half.sendall(bytes([rng.randrange(256)]) + rng.randbytes(3))  # a header cut short
+        held.append(half)
+        if len(held) < 200:
+            held.extend(socket.create_connection(("127.0.0.1", job.port), timeout=2) for _ in range(20))
+        holder[0].touched.add(f"{len(held)} connections")
+
+    return act
+
+
+def test_random_bytes_and_held_connections_on_the_port_never_stop_the_job(tmp_path):
+    job, outsider = _run(tmp_path, _wire_attack)
+    _assert_whole(job, tmp_path)
+    assert outsider.rounds >= 1
+
+
+def test_the_outsider_sees_every_family_it_overwrites():
+    """The parametrisation above covers the whole key table (a new family must be added
+    to ``protocol.FAMILIES``, or this fails)."""
+    keys = proto.Keys("1-a0", "ns")
+    made = [
+        keys.base,
+        keys.heartbeat(1),
+        keys.activity(1),
+        keys.join(0, 1),
+        keys.unhealthy(0),
+        keys.decision(0),
+        keys.failure(0),
+        keys.halt(0),
+        keys.done_by(0, 1),
+        keys.result(0),
+        keys.ack(1),
+    ]
+    assert [proto.family(keys, k) for k in made] == list(proto.FAMILIES)
+    methods = {
+        n
+        for n, v in vars(proto.Keys).items()
+        if (not n.startswith("_") and callable(v)) or isinstance(v, property)
+    }
+    assert len(methods) == len(proto.FAMILIES), sorted(methods)
