@@ -113,6 +113,7 @@ class Scribe:
         self._broken = False
         self.abandoned = False
         self._head = 0  # how far the ring is filled (only grows; the child's tail follows)
+        self._final: list[int] | None = None  # the shared words, once let go (see _release)
         self._unposted = False  # the doorbell was full: ring it again with the next frame
         req_r, self._req_w = os.pipe2(os.O_CLOEXEC)
         self._reply_r, reply_w = os.pipe2(os.O_CLOEXEC)
@@ -145,7 +146,9 @@ class Scribe:
     # ------------------------------------------------------------------ state
 
     def busy_for(self) -> float:
-        """Seconds the request in hand has been running (0: idle)."""
+        """Seconds the request in hand has been running (0: idle, or the channel is closed)."""
+        if self._final is not None:
+            return 0.0
         since = self._words[0]
         return max(0.0, (time.monotonic_ns() - since) / 1e9) if since else 0.0
 
@@ -157,9 +160,21 @@ class Scribe:
         return since != 0 and time.monotonic_ns() - since > self._stall_ns
 
     def counts(self, slot: int) -> SlotCounts:
+        """Final once the channel is closed (kept when the shared memory is let go)."""
         base = wire.HEADER_WORDS + wire.SLOT_WORDS * slot
-        w = self._words
+        w = self._final if self._final is not None else self._words
         return SlotCounts(w[base], w[base + 1], w[base + 2], w[base + 3])
+
+    def _release(self) -> None:
+        """Keep the counts, let go of the shared memory (a cycle's 8 MiB ring must not
+        outlive it). Under ``_lock``, once nothing will be sent any more."""
+        if self._final is not None:
+            return
+        self._broken = True
+        self._final = self._words.tolist()
+        self._words.release()
+        self._ring.release()
+        self._mem.close()
 
     # ------------------------------------------------------------------ requests
 
@@ -310,12 +325,16 @@ class Scribe:
                     os.close(self._req_w)
                 self._req_w = -1
                 self._broken = True
+            if done:  # everything sent is done: the counts are final
+                self._release()
         if done:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(max(0.05, deadline - time.monotonic()))
         if self._proc.poll() is None:
             self.abandon()
             return False
+        with self._lock:
+            self._release()
         with _PIDS_LOCK:
             _PIDS.discard(self._proc.pid)
         return done
@@ -332,3 +351,4 @@ class Scribe:
                     os.close(self._req_w)
                 self._req_w = -1
             self._broken = True
+            self._release()  # what the child still does is not counted: it is lost
