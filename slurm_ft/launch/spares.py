@@ -11,7 +11,7 @@ this module only gathers its inputs and keeps its result.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -134,6 +134,14 @@ class SpareBook:
     def named(self, names: Sequence[str], why: Sequence[Why]) -> tuple[str, ...]:
         """The names of the launchers retired for one of ``why``, in hostlist order."""
         return tuple(node_name(names, k) for k, r in sorted(self.retired.items()) if r.why in why)
+
+    def gone(
+        self, names: Sequence[str], lost_spares: Iterable[int]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names of the lost launchers (missing ones and spares lost meanwhile
+        included) and of the suspect ones, for the outcome record."""
+        lost = {*self.named(names, (Why.LOST, Why.MISSING))} | {node_name(names, k) for k in lost_spares}
+        return tuple(sorted(lost)), self.named(names, (Why.SUSPECT,))
 
     def verdict(
         self,
