@@ -221,6 +221,9 @@ class LineWriter:
 def _select(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
     selection, nodes = _selection(args, logs)
     paths, sizes = _files(logs, nodes)
+    if args.rank is None and nodes is not None and all(f.node is not None for f in logs.files_of(nodes)):
+        # --node over per-node files: the files read hold those nodes' lines only
+        selection = select.Selection(ranks=None, pattern=selection.pattern)
     filt = select.LineFilter(selection, logs.world_size)
     batches: Iterable[list[bytes]] = (
         (filt.pieces(b) for b in select.merged_blocks(paths, sizes)) if paths else ()
