@@ -28,6 +28,9 @@ from slurm_ft.logs import ranks as ranks_mod
 BLOCK_SIZE = 1 << 20  # measured: 4 MiB blocks read a third slower (they leave the CPU's caches)
 MERGE_BLOCK_SIZE = 256 << 10  # several files: smaller blocks interleave them more finely
 _REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
+# A pattern with one of these can match differently in a line's text than in the block
+# around it (where the rank prefix and the newline precede the text).
+_TEXT_START_SENSITIVE = ("^", "\\A", "\\Z", "\\B", "(?<")
 
 
 def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Iterator[bytes]:
@@ -178,7 +181,8 @@ class LineFilter:
                 self._fixed = text.encode()
             else:
                 self._regex = re.compile(text.encode(errors="surrogateescape"), re.MULTILINE)
-                self._per_line = "^" in text
+                # what tells a text's start from a line's: checked line by line, on the text
+                self._per_line = any(t in text for t in _TEXT_START_SENSITIVE)
                 words = text.split("|")
                 if all(w and not (_REGEX_CHARS & set(w)) for w in words):
                     # ``loss|NaN``: the regex engine tries every position for an

@@ -64,6 +64,7 @@ patterns = st.sampled_from(
     [
         *(None, "17", "loss", "^Traceback", "full$", r"\d+\.\d", "[Ee]rror", "✓", "^$"),
         *("loss|disk|17", "same|ünï", "[Ee]rror: d", r"l[o]ss 1?7", r"\d+ appears"),
+        *(r"\Astep", r"full\Z", r"(?<!: )step", r"\Bep"),
     ]
 )
 
