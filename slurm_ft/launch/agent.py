@@ -42,6 +42,7 @@ from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.stateio import StateDirStalled
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
@@ -480,6 +481,9 @@ def drive(agent: Agent) -> Ending:
             way_out = wayout.blind(str(exc))
         except PortsInUse as exc:
             way_out = wayout.ports_in_use(str(exc))
+        except StateDirStalled as exc:  # no first cycle number without it: the node is unhealthy
+            ending = policy.unhealthy_self(str(exc))
+            way_out = Exit(ending, f"{ending.reason}; exiting {ending.exit_code}")
         except BadInput:
             raise
         except Exception as exc:

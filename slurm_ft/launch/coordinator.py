@@ -120,7 +120,7 @@ class Coordinator:
         """Publish the run: its first global cycle number and a fresh run uuid."""
         if self.tracker is not None:
             self.ev.event(self.tracker.start_line())
-        base = Base(cyclecount.read_next_cycle(self.cfg.state), os.urandom(16).hex())
+        base = Base(cyclecount.read_next_cycle(self.cfg.state, self.books.io), os.urandom(16).hex())
         self.client.prepare(self.cfg.num_nodes, base)
         where = f"listening on port {self.client.port}" if self.cfg.num_nodes > 1 else "in process (one node)"
         self.ev.event(f"rendezvous store {where}; run {self.cfg.run_id}, first cycle {base.first_cycle}")

@@ -33,6 +33,13 @@ if TYPE_CHECKING:
     from slurm_ft.scribe import Scribe
 
 DEFAULT_TIMEOUT = 10.0
+
+
+class StateDirStalled(Exception):
+    """The state dir did not answer a read the launcher cannot go on without (the first
+    cycle number at start): the node is unhealthy. The message names the node and path."""
+
+
 _SETTLE_POLL_S = 0.05
 
 
@@ -243,6 +250,29 @@ class StateIO:
                 return None
             reply.raise_error(str(path))
             return reply.payload
+
+    def list_names(self, directory: Path) -> list[str] | None:
+        """The names in ``directory`` ([] when it is missing); None while stalled."""
+        if not self.scribed:
+            try:
+                return os.listdir(directory)
+            except FileNotFoundError:
+                return []
+        from slurm_ft.scribe import Stalled
+
+        with self._lock:
+            if not self._recovered():
+                return None
+            abort = self._abort()
+            try:
+                reply = self._child().request(wire.OP_LIST, str(directory), timeout=self.timeout, abort=abort)
+            except Stalled:
+                self._stalled(directory, abort)
+                return None
+            if reply.missing:
+                return []
+            reply.raise_error(str(directory))
+            return [n for n in os.fsdecode(reply.payload).split("\n") if n]
 
     def read_json(self, path: Path) -> dict[str, Any] | None:
         """Like ``records.read_json``: a dict, or None when missing, unreadable or stalled."""

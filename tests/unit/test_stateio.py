@@ -130,3 +130,36 @@ def test_the_ending_when_the_records_cannot_be_written() -> None:
     assert term.exit_code == 143 and problem in term.reason
     again = policy.state_dir_stalled(policy.Ending(94, "unhealthy: x", ("n1",)), problem, "n1")
     assert again.unhealthy_nodes == ("n1",)
+
+
+def test_the_first_cycle_number_through_the_scribe(tmp_path: Path) -> None:
+    from slurm_ft.launch import cyclecount
+    from slurm_ft.statedir import StateDir
+
+    state = StateDir(tmp_path / "state")
+    io = StateIO(state.path, "nodeA", timeout=TIMEOUT, scribe=True)
+    try:
+        assert cyclecount.read_next_cycle(state, io) == 0  # nothing there yet
+        (state.path / "cycles").mkdir(parents=True)
+        (state.path / "cycles" / "cycle7.json").write_text("{}")
+        state.cycle_counter.write_text("5\n")
+        assert cyclecount.read_next_cycle(state, io) == 8  # never reuse a cycle's log
+    finally:
+        io.close(1.0)
+
+
+def test_no_first_cycle_number_from_a_state_dir_that_does_not_answer(tmp_path: Path) -> None:
+    from slurm_ft.launch import cyclecount
+    from slurm_ft.launch.stateio import StateDirStalled
+    from slurm_ft.statedir import StateDir
+
+    state = StateDir(tmp_path / "state")
+    state.path.mkdir()
+    os.mkfifo(state.cycle_counter)  # a read of it waits, as one on a dead mount does
+    io = StateIO(state.path, "nodeA", timeout=TIMEOUT, scribe=True)
+    try:
+        with pytest.raises(StateDirStalled, match=f"state dir {state.path} on nodeA does not answer"):
+            cyclecount.read_next_cycle(state, io)
+    finally:
+        release(state.cycle_counter)
+        io.close(1.0)
