@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.output.tracebacks import MAX_LINES, TracebackTail, exception_line
+from slurm_ft.launch.output.tracebacks import (
+    MAX_LINES,
+    StreamTail,
+    TracebackTail,
+    exception_line,
+    last_traceback,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -97,3 +103,16 @@ def test_many_tracebacks_in_one_chunk_cost_no_recursion() -> None:
     one = b'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: n\n'
     tail = fed(one * 20000 + b"x\n")
     assert tail.last is not None and tail.last.endswith("ValueError: n")
+
+
+def test_the_stream_tail_keeps_the_end_whatever_the_chunk_sizes() -> None:
+    crash = real_traceback(CRASH)
+    for size in (1, 100, 4096, 200_000):
+        tail = StreamTail(limit=64 * 1024)
+        data = b"noise line\n" * 50_000 + crash
+        for i in range(0, len(data), size):
+            tail.feed(data[i : i + size])
+        kept = tail.data()
+        assert kept == data[-64 * 1024 :], size
+        assert (last_traceback(kept) or "").endswith("RuntimeError: injected crash at step 5"), size
+    assert last_traceback(b"no crash here\n") is None

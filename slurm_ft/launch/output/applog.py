@@ -52,7 +52,7 @@ from slurm_ft.launch.output import streams as streams_mod
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import LineFramer, Part
 from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
-from slurm_ft.launch.output.tracebacks import TracebackTail
+from slurm_ft.launch.output.tracebacks import StreamTail, last_traceback
 from slurm_ft.logline import NOTE_MARK, rank_prefix
 from slurm_ft.records import Failure
 from slurm_ft.settingsyntax import check_applog_prefix
@@ -190,9 +190,9 @@ class _Stream:
     rank_file: _RankFile | ScribedFile | None = None
     peak_pending: int = 0
     abandoned: bool = False
-    # The last Python traceback in this stream (the failure record's, see tracebacks.py),
-    # complete once ``ended`` is set: the reader has seen the end of the stream.
-    tracebacks: TracebackTail = field(default_factory=TracebackTail)
+    # The end of this stream, where a crash's traceback is (see tracebacks.py), complete
+    # once ``ended`` is set: the reader has seen the end of the stream.
+    tail: StreamTail = field(default_factory=StreamTail)
     ended: threading.Event = field(default_factory=threading.Event)
 
 
@@ -569,7 +569,7 @@ class AppLog:
                     return
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
-                stream.tracebacks.feed(data)
+                stream.tail.feed(data)
                 self._emit(stream, *framer.feed_parts(data))
                 pending = framer.pending_bytes
                 if pending > stream.peak_pending:
@@ -582,7 +582,6 @@ class AppLog:
             os.close(stream.fd)
             if stream.rank_file is not None:
                 stream.rank_file.close()
-            stream.tracebacks.end()
             stream.ended.set()
 
     def last_traceback(self, global_rank: int, wait: float) -> str | None:
@@ -595,7 +594,7 @@ class AppLog:
             if stream.global_rank != global_rank:
                 continue
             stream.ended.wait(max(0.0, deadline - time.monotonic()))
-            found = stream.tracebacks.last or found
+            found = last_traceback(stream.tail.data()) or found
         return found
 
     def _end(self, stream: _Stream, note: str | None = None) -> None:
@@ -621,7 +620,7 @@ class AppLog:
             budget -= len(data)
             if stream.rank_file is not None:
                 stream.rank_file.write(data)
-            stream.tracebacks.feed(data)
+            stream.tail.feed(data)
             self._emit(stream, *stream.framer.feed_parts(data))
         stream.abandoned = True
         message = (
