@@ -49,8 +49,6 @@ class RunSummary:
     suspect_nodes: tuple[str, ...] = ()
     failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
     log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
-    failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
-    log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
     store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
 
     def started(self, cycle: int) -> RunSummary:

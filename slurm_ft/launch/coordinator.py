@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from functools import partial
 
 from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
@@ -317,17 +316,6 @@ class Coordinator:
         self.books.close_cycle(run, i, cycle, decision, result, later=not success)
         if self.tracker is not None:
             self.tracker.after_cycle(cycle, result.outcome.value)
-
-    def stopping(self, i: int, decision: Decision) -> Exit:
-        """Node 0 decided to stop: the decision is the final answer, announced on the way out."""
-        linger = self.cfg.settings.launch.result_linger_timeout
-        return wayout.stopped(decision, partial(self.client.publish_decision, i, decision), linger)
-
-    def finished(self, i: int) -> Exit:
-        """Every worker finished: the cycle's result is the final answer, announced on the way out."""
-        result = CycleResult(CycleOutcome.SUCCEEDED, self.clock())
-        linger = self.cfg.settings.launch.result_linger_timeout
-        return wayout.finished(partial(self.client.publish_result, i, result), linger)
 
     def stopping(self, i: int, decision: Decision) -> Exit:
         """Node 0 decided to stop: the decision is the final answer, announced on the way out."""
