@@ -87,3 +87,22 @@ def test_readme_option_table_is_rendered_from_the_options():
         default = cells[2].replace("`", "").replace(" (off)", ": off")
         if default:
             assert text[name].endswith(f"(default {default})"), (name, default, text[name])
+
+
+def test_the_logs_section_table_agrees_with_the_options_on_defaults():
+    """The README's second table of launcher options (Logs) is prose, but its defaults are
+    the options' own."""
+    from slurm_ft.cli.launchoptions import GROUPS, setting_defaults, shown_default
+
+    readme = README.read_text()
+    section = readme.split("\n## Logs: per-cycle", 1)[1].split("\n### Options\n", 1)[1].split("\n### ", 1)[0]
+    options = {f: o for g in GROUPS for o in g.options for f in o.flags}
+    defaults = setting_defaults()
+    checked = 0
+    for row in section.splitlines():
+        m = re.match(r"\| `(--[\w-]+)[^`]*` \| [^|]* \| ([^|]+) \|", row)
+        if m and m.group(1) in options:
+            shown = shown_default(options[m.group(1)], defaults)
+            assert shown is not None and m.group(2).strip() in (shown, shown.split(",")[0]), row
+            checked += 1
+    assert checked >= 5
