@@ -115,8 +115,10 @@ def follow(
     outcome is written; returns the exit code (0). ^C is the caller's to turn into an exit."""
     cur = _open(logs, from_end)
     while True:
-        done = _finished(cur.logs)
-        nxt = None if done else _next_cycle(cur.logs)
+        # A later cycle first: every cycle of a launcher run shares its outcome's run_uuid,
+        # so a follower that comes late sees the outcome while still on an earlier cycle.
+        nxt = _next_cycle(cur.logs)
+        done = nxt is None and _finished(cur.logs)
         final = done or nxt is not None
         for f in cur.files:
             more = True

@@ -210,6 +210,8 @@ def test_following_moves_on_to_the_next_cycle_at_a_restart_and_ends_with_the_job
     assert shown.index("1: ValueError: bad batch on rank 1") < shown.index("1: cycle 1 step 0 loss 1.00")
     said = err.read_text()
     assert "cycle 0 ended; following cycle 1" in said and "outcome is written" in said
+    late = logs(job, "-f", "--cycle", "0", "--rank", "1")  # the job is over: cycle 0, then 1, then the end
+    assert late.returncode == 0 and late.stdout.splitlines() == shown, late.stderr
 
 
 @pytest.mark.timeout(120)
