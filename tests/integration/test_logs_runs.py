@@ -5,6 +5,7 @@ following, and bad input."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,28 @@ def test_a_job_id_finds_the_state_dir_as_the_report_does(crash_once, tmp_path):
     assert (res.returncode, res.stdout) == (0, "0: UserWarning: every rank says this\n"), res.stderr
     listing = json.loads(logs(None, "4242", "--list", "--json", env=env).stdout)
     assert [(c["cycle"], c["outcome"]) for c in listing["cycles"]] == [(0, "failed"), (1, "succeeded")]
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_ends_a_follow_cleanly(tmp_path):
+    args = [*BASE, "--applog-prefix", str(tmp_path / "logs" / "job.log")]
+    job = SimJob(tmp_path, 1, args, [str(WORKER), "--go-file", str(tmp_path / "go")]).start()
+    out, err = tmp_path / "follow.out", tmp_path / "follow.err"
+    try:
+        wait_until(lambda: (job.state / "cycles" / "cycle0.json").exists(), 30, message="cycle 0 record")
+        with open(out, "wb") as fo, open(err, "wb") as fe:
+            follower = subprocess.Popen([*LOGS, "--state-dir", str(job.state), "-f"], stdout=fo, stderr=fe)
+        try:
+            wait_until(lambda: "cycle 0 tick" in out.read_text(), 30, message="the follower shows cycle 0")
+            follower.send_signal(signal.SIGINT)
+            assert follower.wait(10) == 130
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.wait()
+        (tmp_path / "go").touch()
+        assert job.wait(30) == [0], job.dump()
+    finally:
+        job.kill()
+    assert err.read_text() == "slurm-ft-logs: interrupted\n"
+    assert out.read_text().endswith("\n")  # whole lines only, nothing cut
