@@ -35,7 +35,7 @@ from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet
+from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
@@ -105,7 +105,7 @@ class Agent:
         self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake = WakePipe()
         self._run_dir = private_run_dir()
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
@@ -181,15 +181,13 @@ class Agent:
             num_nodes=cfg.num_nodes,
             interval=self.launch.heartbeat_interval,
             timeout=self.launch.heartbeat_timeout,
-            wake_fd=self._wake_w,
+            wake_fd=self._wake.write_fd,
             emergency=self.seams.on_frozen_store or self._emergency_exit,
             clock=self.seams.monotonic,
         )
         if self.coordinator is not None:
             self.coordinator.watch_job(self.threads, hangs)
-        self.member = Member(
-            cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake_r, hangs
-        )
+        self.member = Member(cfg, self.client, self.threads, self.books, self.ev, self.sig, self._wake, hangs)
         return self.member
 
     def _decide(self, i: int, cycle: int) -> Decision:
@@ -348,9 +346,7 @@ class Agent:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
         privatefiles.remove_tree(self._run_dir)
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._wake.close()
 
 
 def reach_node0(

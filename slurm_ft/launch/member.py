@@ -26,7 +26,7 @@ from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import output_note
 from slurm_ft.launch.output.eventlog import EventLog
-from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision, JoinInfo
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
@@ -82,7 +82,7 @@ class Member:
         books: Bookkeeper,
         events: EventLog,
         signals: SignalBox,
-        wake_fd: int,
+        wake: WakePipe,
         hangs: hang.NodeWatch,
     ) -> None:
         self.cfg = cfg
@@ -91,11 +91,10 @@ class Member:
         self.books = books
         self.ev = events
         self.sig = signals
-        self._wake_fd = wake_fd
+        self._wake = wake
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
         self.hangs = hangs
-        self._joined: JoinInfo | None = None  # this launcher's last join record
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
@@ -116,10 +115,9 @@ class Member:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
         then gives this node's rank to a spare (the hook for the bounded worker stop)."""
         job = self.cfg.job
-        self._joined = JoinInfo(
-            job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck
+        self.client.join(
+            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck)
         )
-        self.client.join(i, self._joined)
 
     def await_decision(self, i: int) -> Decision:
         """A peer waits for node 0's decision (raises StoreLost when none comes)."""
@@ -135,8 +133,7 @@ class Member:
                 return decision
             if time.monotonic() >= deadline:
                 raise StoreLost("no decision from node 0 within the join timeout")
-            if self._joined is not None:
-                self.client.rejoin(i, self._joined)
+            self.client.reassert()
 
     # ------------------------------------------------------------------ watch
 
@@ -157,10 +154,9 @@ class Member:
         slots = {rank: f.slot for rank, f in workers.files.items()}
         with self.hangs.watching(i, workers.pids_by_rank, slots):
             while True:
-                exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake_fd])
+                exits = workers.wait(self._sleep(on_tick is not None), [self.sig.fd, self._wake.fd])
                 self.sig.drain()
-                with contextlib.suppress(BlockingIOError, OSError):
-                    os.read(self._wake_fd, 64)
+                self._wake.drain()
                 if self.sig.received is not None:
                     return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
                 if on_tick is not None:
@@ -170,7 +166,7 @@ class Member:
                     if failed is not None:
                         won = self.client.publish_failure(i, workers.failure_of(failed))
                         return WatchEnd(WatchEndKind.FAILURE, failure=won)
-                    if done_marked or workers.all_succeeded():  # again at every tick: see mark_done
+                    if not done_marked and workers.all_succeeded():
                         self.client.mark_done(i, self.cfg.job.node_rank)
                         done_marked = True
                     end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
@@ -227,13 +223,12 @@ class Member:
         self.threads.watch_halt(i)
         tick = self._sleep(False) if judge is not None else STANDBY_TICK_S
         poller = select.poll()
-        for fd in (self.sig.fd, self._wake_fd):
+        for fd in (self.sig.fd, self._wake.fd):
             poller.register(fd, select.POLLIN)
         while True:
             poller.poll(tick * 1000)
             self.sig.drain()
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.read(self._wake_fd, 64)
+            self._wake.drain()
             if self.sig.received is not None:
                 return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
             try:
@@ -244,7 +239,9 @@ class Member:
                 return end
 
     def _job_view(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd | None:
-        """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer."""
+        """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer.
+        Also this launcher's published values again, where someone overwrote them."""
+        self.client.reassert()
         poll = self.client.poll(i, active)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)

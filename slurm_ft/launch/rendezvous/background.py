@@ -293,6 +293,23 @@ class StoreWatchdog(BackgroundThread):
         self._alarm.set()
 
 
+class WakePipe:
+    """How the background threads wake the main loop: they write to ``write_fd``; the loop
+    polls ``fd`` and drains it."""
+
+    def __init__(self) -> None:
+        self.fd, self.write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def drain(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.read(self.fd, 64)
+
+    def close(self) -> None:
+        for fd in (self.fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class BackgroundDied(Exception):
     """A background thread died while the main thread waited on the store."""
 
