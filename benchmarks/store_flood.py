@@ -9,7 +9,7 @@ an already connected launcher makes one too. The answer is the number of idle co
 at the first step where the new launcher could not join; then the idle connections are
 closed and a launcher must be able to join again (the store recovers).
 
-    python -m benchmarks.store_flood [--nofile 1024] [--step 50] [--max 5000]
+    python -m benchmarks.store_flood [--nofile 1024] [--step 50] [--max 5000] [--join-s 30]
 """
 
 from __future__ import annotations
@@ -38,21 +38,24 @@ def _host(nofile: int, ready: Connection) -> None:
 WHY: list[str] = []
 
 
-def _joins(port: int, timeout: float = 3.0) -> bool:
-    """A new launcher's first steps: connect, one answered round trip."""
+def _joins(port: int, timeout: float) -> float | None:
+    """A new launcher's first steps (connect, one answered round trip): how long they
+    took, None when not within ``timeout``."""
     import torch.distributed as dist
 
+    t0 = time.monotonic()
     try:
         client = dist.TCPStore(
             "127.0.0.1", port, None, False, datetime.timedelta(seconds=timeout), use_libuv=True
         )
-        return bool(client.check(["hello"]))
+        client.check(["hello"])
     except RuntimeError as exc:
         WHY.append(str(exc).splitlines()[0][:200])
-        return False
+        return None
+    return round(time.monotonic() - t0, 2)
 
 
-def measure(nofile: int, step: int, limit: int) -> dict[str, object]:
+def measure(nofile: int, step: int, limit: int, join_s: float) -> dict[str, object]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # this side holds them all
     parent, child = multiprocessing.Pipe()
@@ -65,6 +68,7 @@ def measure(nofile: int, step: int, limit: int) -> dict[str, object]:
     idle: list[socket.socket] = []
     refused_at: int | None = None
     established_ok = True
+    join_seconds: list[tuple[int, float | None]] = []
     t0 = time.monotonic()
     try:
         while len(idle) < limit:
@@ -73,7 +77,9 @@ def measure(nofile: int, step: int, limit: int) -> dict[str, object]:
                     idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
                 except OSError:
                     break
-            if not _joins(port):
+            took = _joins(port, join_s)
+            join_seconds.append((len(idle), took))
+            if took is None:
                 refused_at = len(idle)
                 break
         try:
@@ -84,12 +90,14 @@ def measure(nofile: int, step: int, limit: int) -> dict[str, object]:
         for s in idle:
             s.close()
     time.sleep(0.5)
-    recovered = _joins(port, timeout=5.0)
+    recovered = _joins(port, join_s) is not None
     parent.send("done")
     proc.join(10)
     return {
         "store_nofile_limit": nofile,
+        "new_launcher_join_timeout_s": join_s,
         "idle_connections_when_a_new_launcher_could_not_join": refused_at,
+        "join_seconds_by_idle_connections": join_seconds,
         "idle_connections_opened": len(idle),
         "connected_launcher_still_answered": established_ok,
         "new_launcher_joins_after_they_close": recovered,
@@ -104,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nofile", type=int, default=resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     p.add_argument("--step", type=int, default=50)
     p.add_argument("--max", type=int, default=5000)
+    p.add_argument("--join-s", type=float, default=30.0, help="how long a new launcher may take to connect")
     args = p.parse_args(argv)
-    print(json.dumps(measure(args.nofile, args.step, args.max), indent=2))
+    print(json.dumps(measure(args.nofile, args.step, args.max, args.join_s)))
     return 0
 
 

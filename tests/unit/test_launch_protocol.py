@@ -343,7 +343,7 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
     # the writers' own values come back: beat, join record, failure, done mark
     p.beat(1)
     assert h.beats([1]) == [2]
-    p.rejoin(0, info)
+    p.reassert()  # its join record (and its done mark) again
     assert h.join_records(0, 2)[1] == info
     f = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=2.0, rank=1, exit_code=3)
     out.set(keys.failure(1), b"\xffnot a failure")
@@ -355,3 +355,35 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
         assert len(reports) == len(set(reports)) == len(sealer.rejected())
         unread = {keys.heartbeat(0), keys.activity(0), keys.halt(0), keys.unhealthy(0)}
         assert set(sealer.rejected()) == set(listed) - unread
+
+
+def test_an_overwritten_heartbeat_key_is_no_sign_of_death_and_a_replayed_beat_no_sign_of_life():
+    from slurm_ft.launch.rendezvous.sealing import Sealer
+
+    sealer = Sealer(b"this job's secret, 32 bytes long")
+    keys = proto.Keys("hb-tamper-a0", sealer.namespace)
+    h = Client.host(0, keys, 5.0, sealer)
+    h.prepare(2, proto.Base(0, "u"))
+    mon = background.PeerMonitor(h.clone(5.0), [1], interval=0.05, timeout=1.0, wake_fd=None)
+    beat = background.Heartbeat(h.clone(5.0), 1, interval=0.05, timeout=5.0)
+    out = _outsider(h.port)
+    mon.start()
+    beat.start()
+    try:
+        wait_until(lambda: (h.beats([1])[0] or 0) > 2, 5, message="peer 1 beating")
+        old = out.get(keys.heartbeat(1))  # a sealed beat of its own, to replay later
+        until = time.monotonic() + 2.5
+        while time.monotonic() < until:  # garbage over a live peer's key, again and again
+            out.set(keys.heartbeat(1), b"\xff garbage")
+            time.sleep(0.01)
+        assert not mon.lost()
+        beat.stop()
+        t = time.monotonic()
+        while not mon.lost() and time.monotonic() - t < 10:  # the dead peer's old beat, replayed
+            out.set(keys.heartbeat(1), old)
+            time.sleep(0.01)
+        assert list(mon.lost()) == [1]
+        assert 2.5 < time.monotonic() - t < 8  # after 3x the timeout, not before
+    finally:
+        mon.stop()
+        beat.stop()

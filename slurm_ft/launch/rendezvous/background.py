@@ -137,7 +137,8 @@ class PeerMonitor(BackgroundThread):
     is no sign of life, and no proof of death either: while the last look found one, the
     peer counts as lost only after ``UNREADABLE_FACTOR`` times the timeout (someone who
     overwrites a live peer's key over and over must not get it declared lost; a live peer
-    sets its key again at every beat, so its real value shows between the overwrites).
+    sets its key again at every beat, so its real value shows between the overwrites). A
+    sealed beat lower than one seen before is an old one replayed: it counts as unreadable.
     """
 
     def __init__(
@@ -168,6 +169,8 @@ class PeerMonitor(BackgroundThread):
             with self._lock:
                 for node, beat in zip(self._peers, values, strict=True):
                     seen = last_value.get(node)
+                    if beat is not None and seen is not None and beat < seen:
+                        beat = None  # an older beat of its own, replayed: no sign of life either
                     if beat is not None and beat != seen:
                         last_value[node] = beat
                         self._last_change[node] = now
