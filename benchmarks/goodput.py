@@ -355,7 +355,11 @@ def run_torchrun(out: Path, a: argparse.Namespace, env: dict[str, str], plan: li
     script = work / "torchrun.sbatch"
     script.write_text(
         TORCHRUN_BATCH.format(
-            nodes=NODES, active=ACTIVE_NODES, max_restarts=1000, trainer=TRAINER, args=_trainer_args(work, a)
+            nodes=a.torchrun_nodes,
+            active=ACTIVE_NODES,
+            max_restarts=1000,
+            trainer=TRAINER,
+            args=_trainer_args(work, a),
         )
     )
     job_id = _sbatch(script, [], dict(env, GLOO_SOCKET_IFNAME="lo"))
@@ -444,6 +448,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pg-timeout", type=float, default=60.0, help="the trainer's gloo timeout (both runs)")
     p.add_argument("--target", type=int, default=None, help="time to this many steps (default: 3/4 of a run)")
     p.add_argument("--only", choices=("slurm-ft", "torchrun"), default=None)
+    p.add_argument(
+        "--torchrun-nodes",
+        type=int,
+        choices=(ACTIVE_NODES, NODES),
+        default=NODES,
+        help=f"{NODES}: the fourth agent waits in the rendezvous (a spare); {ACTIVE_NODES}: no spare",
+    )
     p.add_argument("--plan", action="store_true", help="print the faults and exit")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
