@@ -68,11 +68,12 @@ def segments(steps: Sequence[Step], kept: int, pace: float, start: float, end: f
     for s in steps:
         if s.t > end:
             break
-        begin = s.t - pace
-        if begin > cursor + 1e-9:
+        begin = cursor
+        if s.t - cursor > DOWN_AFTER * pace:  # a pause, not the jitter of a step's length
+            begin = s.t - pace
             add("down", cursor, begin)
         kind = "kept" if s.step <= kept and last_done[s.step] == s.t else "lost"
-        add(kind, max(begin, cursor), s.t)
+        add(kind, begin, s.t)
         cursor = max(cursor, s.t)
     add("down", cursor, end)
     return out
