@@ -48,7 +48,6 @@ from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import FailureKind, node_name
-from slurm_ft.settingsyntax import parse_signals
 
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
@@ -107,7 +106,6 @@ class Agent:
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self._wake = WakePipe()
         self._run_dir = private_run_dir()
-        self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
 
     @property
@@ -229,7 +227,7 @@ class Agent:
         assert self.member is not None
         if self.coordinator is not None:
             self.coordinator.cycle_ending()  # the progress guard looks while workers stop
-        stuck = self.member.stop(i, cycle, workers, end, self._termination_signal)
+        stuck = self.member.stop(i, cycle, workers, end)
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
         lost = workers.log_lost if workers is not None else (0, 0)
@@ -265,9 +263,7 @@ class Agent:
         return wayout.signalled(int(self.sig.received), None)
 
     def lost_store(self, detail: str) -> Exit:
-        if self.sig.received is not None:
-            return self.signalled_between_cycles()
-        return wayout.store_lost(detail, unhealthy=self.unhealthy is not None)
+        return wayout.store_lost(detail, unhealthy=self.unhealthy is not None, received=self.sig.received)
 
     def launcher_failed(self, exc: Exception) -> Exit:
         """Tell the other launchers at once instead of letting them wait for the heart-beat."""

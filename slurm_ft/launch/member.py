@@ -34,6 +34,7 @@ from slurm_ft.launch.signals import SignalBox, forwarding_note
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import CycleOutcome, Failure, FailureKind
+from slurm_ft.settingsyntax import parse_signals
 
 DECISION_GRACE_S = 30.0
 REJOIN_S = 1.0  # how often a launcher waiting for the decision makes sure its join record is there
@@ -95,6 +96,7 @@ class Member:
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
         self.hangs = hangs
+        self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
@@ -284,9 +286,7 @@ class Member:
         self.sig.drain()
         return self.sig.repeated
 
-    def stop(
-        self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd, termination_signal: int
-    ) -> list[Survivor]:
+    def stop(self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd) -> list[Survivor]:
         """Stop this node's workers the way the watch ended: a forwarded signal with its
         long grace (workers checkpoint then); a failure (after keeping the stacks of a
         hang) with the rank termination signal and a short grace. A spare has none.
@@ -317,7 +317,7 @@ class Member:
         # The job's collective is broken: the other ranks can do no useful work, so they
         # get a short grace, unless inside a section (a checkpoint being written).
         return workers.stop(
-            termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
+            self._termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
         )
 
 

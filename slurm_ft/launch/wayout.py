@@ -55,7 +55,10 @@ def signalled(signum: int, node_name: str | None) -> Exit:
     return Exit(ending, message, linger=DEPARTURE_LINGER_S if node_name else 0.0, departing=True)
 
 
-def store_lost(detail: str, *, unhealthy: bool) -> Exit:
+def store_lost(detail: str, *, unhealthy: bool, received: int | None = None) -> Exit:
+    """A peer lost node 0's store; a signal that arrived meanwhile is the way out instead."""
+    if received is not None:
+        return signalled(int(received), None)
     ending = policy.store_lost(detail, unhealthy=unhealthy)
     return Exit(ending, f"lost the rendezvous store ({detail}); exiting {ending.exit_code}")
 
