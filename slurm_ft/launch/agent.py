@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -202,8 +203,7 @@ class Agent:
         decision = self.member.await_decision(i)
         self.run = dataclasses.replace(self.run, nodes=decision.nodes)
         if i > 0:
-            client, previous = self.client, cycle - 1
-            self.books.defer(lambda: self.books.peer_close(previous, lambda: client.result(i - 1)))
+            self.books.defer(partial(self.books.peer_close, cycle - 1, partial(self.client.result, i - 1)))
         return decision
 
     def _start(self, i: int, cycle: int, decision: Decision, topo: Topology) -> CycleWorkers:
@@ -293,9 +293,7 @@ class Agent:
             self.run = self.coordinator.retired(self.run)
         if self.client is not None:
             self.run = dataclasses.replace(self.run, store_values_ignored=self.client.sealer.rejected())
-        with contextlib.suppress(OSError):
-            self.books.write_outcome(self.run, way_out.ending)
-        ending, problem = self.books.settle(way_out.ending, budget)
+        ending, problem = self.books.settle(self.run, way_out.ending, budget)
         if problem is not None:
             self.ev.event(f"records not written: {problem}; exiting {ending.exit_code}")
             way_out = dataclasses.replace(way_out, ending=ending)

@@ -228,12 +228,13 @@ class Bookkeeper:
             self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
             self.io.settle(budget)
 
-    def settle(self, ending: Ending, budget: float) -> tuple[Ending, str | None]:
-        """The records kept while the state dir did not answer are written now, waiting at
-        most ``budget``; else the ending says so (README: a file system that stops
+    def settle(self, run: RunSummary, ending: Ending, budget: float) -> tuple[Ending, str | None]:
+        """The outcome record, then what was kept while the state dir did not answer, waiting
+        at most ``budget``; else the ending says so (README: a file system that stops
         answering): 94 naming this node and the path, unless training finished (0) or a
-        signal ends the attempt (128+N), which keep their code. The ending, and why the
-        records were not written (None: they were)."""
+        signal ends the attempt (128+N). The ending, and why not (None: all written)."""
+        with contextlib.suppress(OSError):
+            self.write_outcome(run, ending)
         if self.io.settle(budget):
             return ending, None
         problem = self.io.problem() or (
