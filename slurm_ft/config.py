@@ -143,6 +143,11 @@ class HangSettings:
 
     timeout: float = 1800.0  # no worker of the whole job wrote anything for this long
     iteration_timeout: float = 0.0  # the checkpoint iteration did not advance for this long
+    # Learned timeouts (README "Hangs"): a hang at safety_factor x the longest gap between
+    # the job's signs of life, at least learned_floor, at most timeout; 0: fixed timeouts.
+    safety_factor: float = 8.0
+    learned_floor: float = 25.0
+    initial_timeout: float = 600.0  # each cycle's warm-up: judged by timeout only, not learned
     rank_heartbeat_timeout: float = 0.0  # slurm_ft.worker.heartbeat() not called for this long
     rank_initial_heartbeat_timeout: float = 0.0  # ... before a rank's first heartbeat
     rank_section_timeouts: list[str] = field(default_factory=list)  # "name=S" entries
@@ -503,9 +508,15 @@ def _validate_hang(hang: HangSettings) -> None:
         "rank_heartbeat_timeout",
         "rank_initial_heartbeat_timeout",
         "rank_out_of_section_timeout",
+        "learned_floor",
+        "initial_timeout",
     ):
         if getattr(hang, key) < 0:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
+    if hang.safety_factor != 0 and hang.safety_factor < 1:
+        raise ConfigError(
+            f"{YAML_ROOT}.hang.safety_factor: must be >= 1 (0 is fixed timeouts), got {hang.safety_factor}"
+        )
     if hang.stack_dump_timeout <= 0:
         raise ConfigError(f"{YAML_ROOT}.hang.stack_dump_timeout: must be > 0, got {hang.stack_dump_timeout}")
     if hang.rank_section_timeouts:

@@ -150,6 +150,16 @@ MEANING: dict[str, str] = {
     "--hang-iteration-timeout": (
         "a hang: the checkpoint iteration (`--checkpoint-iteration-file`) did not advance for S seconds"
     ),
+    "--hang-safety-factor": (
+        "learned timeouts: a hang at F × the longest gap between the job's signs of life (per cycle, "
+        "kept in the ledger), within `--hang-learned-floor` and `--hang-timeout`; `0`: the fixed "
+        "`--hang-timeout` alone ([hangs](#hangs-found-kept-restarted))"
+    ),
+    "--hang-learned-floor": "a learned timeout is never below S seconds",
+    "--hang-initial-timeout": (
+        "each cycle's first S seconds (start-up, checkpoint load, compilation) are judged by "
+        "`--hang-timeout` only and teach the learned timeouts nothing"
+    ),
     "--rank-heartbeat-timeout": (
         "opt-in: a rank that called `slurm_ft.worker.heartbeat()` did not call it again for S seconds"
     ),

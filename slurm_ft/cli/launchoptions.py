@@ -411,6 +411,29 @@ HANG = OptionGroup(
             setting="hang.iteration_timeout",
         ),
         _opt(
+            "--hang-safety-factor",
+            dest="hang_safety_factor",
+            metavar="F",
+            help="learned timeouts: a hang at F x the longest gap between the job's signs of life "
+            "(within --hang-learned-floor and --hang-timeout); 0: fixed --hang-timeout",
+            setting="hang.safety_factor",
+        ),
+        _opt(
+            "--hang-learned-floor",
+            dest="hang_learned_floor",
+            metavar="S",
+            help="learned timeouts are never below S s",
+            setting="hang.learned_floor",
+        ),
+        _opt(
+            "--hang-initial-timeout",
+            dest="hang_initial_timeout",
+            metavar="S",
+            help="each cycle's first S s (start-up, checkpoint load, compilation) are judged by "
+            "--hang-timeout only and teach the learned timeouts nothing",
+            setting="hang.initial_timeout",
+        ),
+        _opt(
             "--rank-heartbeat-timeout",
             dest="rank_heartbeat_timeout",
             metavar="S",

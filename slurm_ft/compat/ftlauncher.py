@@ -248,7 +248,6 @@ _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("workload-check-interval", "rank monitor poll interval; hang detection has its own"),
     ("node-health-check-interval", "health checks run before each rendezvous"),
     ("node-health-check-endpoint", "no external node health service"),
-    ("safety-factor", "timeouts are not computed from observed intervals"),
     ("log-level", "launcher events are always logged"),
     ("restart-check-interval", "no layered in-process restart"),
     ("pci-topo-file", "no GPU/NIC topology file"),
@@ -369,6 +368,13 @@ FT_OPTIONS: tuple[FtOption, ...] = (
         "true: the `storage` health check with mount discovery; false: no mount discovery",
         True,
         _dist_storage,
+    ),
+    FtOption(
+        "safety-factor",
+        Kind.HANG,
+        "`slurm_ft.hang.safety_factor` (learned hang timeouts: F x the longest gap seen)",
+        True,
+        _hang("hang.safety_factor"),
     ),
     FtOption(
         "rank-heartbeat-timeout",

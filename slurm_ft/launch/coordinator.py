@@ -286,8 +286,10 @@ class Coordinator:
     def watch_job(self, threads: BackgroundSet, hangs: hang.NodeWatch) -> None:
         """Once the background threads run: the judge of the job as a whole."""
         self.threads = threads
+        history = self.tracker.learned_gaps() if self.tracker is not None else (0.0, 0.0)
+        add_line = self.books.io.add_line
         self.jury = JobJudge(
-            self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock, self.books.io.add_line
+            self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock, add_line, history
         )
 
     def judge(self, i: int) -> Failure | None:
@@ -315,7 +317,8 @@ class Coordinator:
                 self.client.publish_result(i, result)
         self.books.close_cycle(run, i, cycle, decision, result, later=not success)
         if self.tracker is not None:
-            self.tracker.after_cycle(cycle, result.outcome.value)
+            gaps = self.jury.learned_gaps() if self.jury is not None else (None, None)
+            self.tracker.after_cycle(cycle, result.outcome.value, gaps)
 
     def stopping(self, i: int, decision: Decision) -> Exit:
         """Node 0 decided to stop: the decision is the final answer, announced on the way out."""

@@ -15,6 +15,7 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 import threading
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from slurm_ft import worker
 from slurm_ft.config import HangSettings
+from slurm_ft.launch import hanglearn
 from slurm_ft.launch.workers.env import STACK_SIGNAL
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.settingsyntax import parse_section_timeouts
@@ -74,9 +76,16 @@ class Limits:
     initial_heartbeat: float
     sections: Mapping[str, float]
     out_of_section: float
+    learn_silence: hanglearn.Policy = hanglearn.OFF
+    learn_iteration: hanglearn.Policy = hanglearn.OFF
 
     @classmethod
-    def from_settings(cls, hang: HangSettings) -> Limits:
+    def from_settings(cls, hang: HangSettings, progress_source: bool = False) -> Limits:
+        """``progress_source``: the job has one, so the iteration detector learns too (capped
+        by ``hang.iteration_timeout`` when one is given, else uncapped: a checkpoint every
+        30 min must not meet a 30-min silence timeout)."""
+        factor, floor, warmup = hang.safety_factor, hang.learned_floor, hang.initial_timeout
+        iteration_cap = hang.iteration_timeout or (math.inf if progress_source and factor > 0 else 0.0)
         return cls(
             silence=hang.timeout,
             iteration=hang.iteration_timeout,
@@ -84,7 +93,14 @@ class Limits:
             initial_heartbeat=hang.rank_initial_heartbeat_timeout,
             sections=parse_section_timeouts(hang.rank_section_timeouts),
             out_of_section=hang.rank_out_of_section_timeout,
+            learn_silence=hanglearn.Policy(factor, floor, hang.timeout, warmup),
+            learn_iteration=hanglearn.Policy(factor, floor, iteration_cap, warmup),
         )
+
+    @property
+    def silence_report_after(self) -> float:
+        """The quiet at which a peer tells node 0 (see :attr:`hanglearn.Policy.report_after`)."""
+        return self.learn_silence.report_after
 
     @property
     def per_rank(self) -> bool:
@@ -99,7 +115,10 @@ class Limits:
         timeouts = [t for t in (self.silence, self.iteration, *rank) if t > 0]
         if not timeouts:
             return float("inf")
-        return min(5.0, max(0.1, min(timeouts) / 10))
+        period = min(5.0, max(0.1, min(timeouts) / 10))
+        if self.learn_silence.learning:  # gaps are read to the tick: 1 s
+            period = min(period, hanglearn.LEARN_PERIOD_S)
+        return period
 
 
 # ----------------------------------------------------------------------- judgements
@@ -143,15 +162,17 @@ def judge_rank(
     return None
 
 
-def judge_silence(quiet: Iterable[float], timeout: float) -> Hang | None:
-    """The job is silent when every node's workers were quiet for ``timeout``."""
+def judge_silence(quiet: Iterable[float], timeout: float, basis: str | None = None) -> Hang | None:
+    """The job is silent when every node's workers were quiet for ``timeout``; ``basis``
+    says where the timeout comes from (default: the fixed ``hang.timeout``)."""
     values = list(quiet)
     if not timeout or not values:
         return None
     least = min(values)
     if least < timeout:
         return None
-    detail = f"no worker of the job wrote anything for {least:.1f}s (hang.timeout {timeout:g}s)"
+    why = basis or f"hang.timeout {timeout:g}s"
+    detail = f"no worker of the job wrote anything for {least:.1f}s ({why})"
     return Hang(Detector.SILENCE, (), least, detail)
 
 
@@ -178,6 +199,20 @@ def bytes_written(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+STOPPED_STATES = ("T", "t")  # /proc/<pid>/stat: stopped by a signal, stopped by a tracer
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of /proc/<pid>/stat (after the command's closing parenthesis), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 1 :].split()
+    return fields[0].decode(errors="replace") if fields else None
 
 
 class NodeWatch:
@@ -262,7 +297,7 @@ class NodeWatch:
         if self._index is None or not self.limits.silence:
             return None
         quiet = self.quiet()
-        silent = quiet >= self.limits.silence
+        silent = quiet >= self.limits.silence_report_after
         if silent == self._reported_silent:
             return None
         self._reported_silent = silent
@@ -336,14 +371,20 @@ class IterationWatch(threading.Thread):
                 self._on_change(*value)
             self._stop_event.wait(self._period)
 
-    def stalled(self, timeout: float) -> Hang | None:
+    def still(self) -> float:
+        """Seconds since the source last moved (or since the cycle began)."""
+        with self._lock:
+            return max(0.0, self._clock() - self._changed)
+
+    def stalled(self, timeout: float, basis: str | None = None) -> Hang | None:
         with self._lock:
             still = self._clock() - self._changed
             value = self._value
         if still <= timeout:
             return None
         at = f"at {value[0]}" if value is not None else "never read"
-        detail = f"checkpoint iteration {at} for {still:.1f}s (hang.iteration_timeout {timeout:g}s)"
+        why = basis or f"hang.iteration_timeout {timeout:g}s"
+        detail = f"checkpoint iteration {at} for {still:.1f}s ({why})"
         return Hang(Detector.ITERATION, (), still, detail)
 
     def stop(self) -> None:
@@ -358,8 +399,12 @@ def collect_stacks(
 ) -> dict[int, str]:
     """Ask each worker (rank -> (pid, stack file)) for its stacks and read what they wrote
     within ``timeout``; a worker that cannot answer (not Python, stuck in C with the
-    GIL... faulthandler still answers then) is simply missing from the result."""
-    for pid, _ in files.values():
+    GIL... faulthandler still answers then) is simply missing from the result. A worker
+    that is stopped (state T: SIGSTOPped or traced) cannot answer at all: it is not asked
+    and not waited for, and its entry says so instead of a stack."""
+    stopped = {rank: pid for rank, (pid, _) in files.items() if process_state(pid) in STOPPED_STATES}
+    asked = {rank: entry for rank, entry in files.items() if rank not in stopped}
+    for pid, _ in asked.values():
         try:
             os.kill(pid, STACK_SIGNAL)
         except (ProcessLookupError, PermissionError):
@@ -367,19 +412,22 @@ def collect_stacks(
     deadline = clock() + timeout
     sizes: dict[int, int] = {}
     stable: dict[int, int] = {}
-    while True:
-        for rank, (_, path) in files.items():
+    while asked:
+        for rank, (_, path) in asked.items():
             try:
                 size = os.path.getsize(path)
             except OSError:
                 size = 0
             stable[rank] = stable.get(rank, 0) + 1 if size and size == sizes.get(rank) else 0
             sizes[rank] = size
-        if all(stable.get(rank, 0) >= 2 for rank in files) or clock() >= deadline:
+        if all(stable.get(rank, 0) >= 2 for rank in asked) or clock() >= deadline:
             break
         time.sleep(0.02)
-    out = {}
-    for rank, (_, path) in files.items():
+    out = {
+        rank: f"pid {pid} is stopped (process state T: SIGSTOPped or traced); it cannot answer, no stacks\n"
+        for rank, pid in stopped.items()
+    }
+    for rank, (_, path) in asked.items():
         try:
             text = Path(path).read_text(errors="replace")
         except OSError:

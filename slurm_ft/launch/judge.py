@@ -6,13 +6,14 @@ this node's own workers."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from slurm_ft import progress, records
-from slurm_ft.launch import hang, spares
+from slurm_ft.launch import hang, hanglearn, spares
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
@@ -42,9 +43,13 @@ class JobJudge:
         book: spares.SpareBook | None,
         clock: Callable[[], float] = time.time,
         add_line: Callable[[Path, bytes], None] | None = None,
+        history: tuple[float, float] = (0.0, 0.0),
+        ticks: Callable[[], float] = time.monotonic,
     ) -> None:
         """``add_line``: how a line is appended to the state dir (the launcher's is bounded
-        in time: a state dir on a dead mount must not keep a thread, and so the process)."""
+        in time: a state dir on a dead mount must not keep a thread, and so the process).
+        ``history``: the job's longest silence and iteration gaps so far (the ledger's),
+        for the learned timeouts; ``ticks`` is their clock (the watch's)."""
         self.cfg = cfg
         self.client = client
         self.threads = threads
@@ -55,6 +60,15 @@ class JobJudge:
         self.lost_spares: set[int] = set()  # spares whose loss was already logged
         self.iterations: hang.IterationWatch | None = None
         spec = progress.configured_source(cfg.settings.progress)
+        self.ticks = ticks
+        self.learn_silence = hangs.limits.learn_silence
+        self.learn_iteration = hang.Limits.from_settings(cfg.settings.hang, spec is not None).learn_iteration
+        self.history = history
+        self.silence_rhythm = hanglearn.begin(ticks(), history[0])
+        self.iteration_rhythm = hanglearn.begin(ticks(), history[1])
+        self.said: dict[str, float | None] = {"silence": None, "iteration": None}
+        self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
+        self.fresh = True  # no look yet in this cycle
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
             from slurm_ft.scribe import needs_scribe
 
@@ -66,8 +80,21 @@ class JobJudge:
             self.iterations.start()
 
     def new_cycle(self) -> None:
+        """A cycle's workers start: its warm-up begins; the gaps learned so far are kept."""
         if self.iterations is not None:
             self.iterations.restart()
+        now = self.ticks()
+        self.silence_rhythm = hanglearn.begin(now, self.silence_rhythm.longest)
+        self.iteration_rhythm = hanglearn.begin(now, self.iteration_rhythm.longest)
+        self.peer_seen.clear()
+        self.fresh = True
+
+    def learned_gaps(self) -> tuple[float | None, float | None]:
+        """This cycle's longest silence and iteration gaps (None: none learned), for the ledger."""
+        return (
+            self.silence_rhythm.cycle_longest or None,
+            self.iteration_rhythm.cycle_longest or None,
+        )
 
     def judge(self, i: int, names: tuple[str, ...]) -> Failure | None:
         """The cycle's failure, or None. A spare that stops is only recorded: the training
@@ -99,18 +126,66 @@ class JobJudge:
         # With spares only the active launchers run workers; node 0 may be a spare itself.
         active = self.book.active if self.book is not None else range(self.cfg.num_nodes)
         node0_runs = 0 in active
+        now = self.ticks()
         own = self.hangs.quiet() if limits.silence and node0_runs else 0.0
-        if limits.silence and (own >= limits.silence or not node0_runs):  # else the job is not silent
+        policy = self.learn_silence
+        if self.fresh:  # the cycle's first look: its watch began ``own`` ago
+            self.fresh = False
+            self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest)
+        # Learning reads the peers at every tick (one store read): the job's gaps are the
+        # gaps of all its nodes together; fixed timeouts read them only when node 0 is silent.
+        if limits.silence and (policy.learning or own >= limits.silence or not node0_runs):
             peers = [k for k in active if k != 0]
             reports = self.client.silences(peers) if peers else []
             mine = [own] if node0_runs else []
-            quiet = [*mine, *((hang.parse_report(r, i) or 0.0) for r in reports)]
-            silent = hang.judge_silence(quiet, limits.silence)
+            quiet = [*mine, *(self._peer_quiet(k, r, i, now) for k, r in zip(peers, reports, strict=True))]
+            if quiet and policy.learning:
+                self.silence_rhythm = hanglearn.observe(policy, self.silence_rhythm, now - min(quiet))
+                self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
+            timeout = hanglearn.limit(policy, self.silence_rhythm, now)
+            basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
+            silent = hang.judge_silence(quiet, timeout, basis)
             if silent is not None:
                 return silent
-        if self.iterations is not None and limits.iteration:
-            return self.iterations.stalled(limits.iteration)
+        if self.iterations is None:
+            return None
+        ipolicy = self.learn_iteration
+        if ipolicy.learning:
+            self.iteration_rhythm = hanglearn.observe(
+                ipolicy, self.iteration_rhythm, now - self.iterations.still()
+            )
+            self._say("iteration", ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
+        timeout = hanglearn.limit(ipolicy, self.iteration_rhythm, now)
+        if timeout and timeout != math.inf:
+            basis = hanglearn.basis(ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
+            return self.iterations.stalled(timeout, basis)
         return None
+
+    def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:
+        """A peer's quiet now: what it reported when it fell silent, plus the time since node 0
+        first read that report (a report says only a transition)."""
+        value = hang.parse_report(raw, i) or 0.0
+        if not value:
+            if self.peer_seen.pop(k, None) is not None:
+                return 0.0  # it spoke since the last look
+            # Not silent: its last sign of life is within the report threshold; taking the
+            # earliest it can be only lengthens gaps (a larger limit, never a false alarm).
+            return self.learn_silence.report_after if self.learn_silence.learning else 0.0
+        seen = self.peer_seen.get(k)
+        if seen is None or seen[0] != raw:
+            self.peer_seen[k] = seen = (raw, now)
+        return value + (now - seen[1])
+
+    def _say(
+        self, what: str, policy: hanglearn.Policy, rhythm: hanglearn.Rhythm, now: float, name: str
+    ) -> None:
+        """The launcher log says a learned limit when it is first learned and when it moves."""
+        if rhythm.longest <= 0 or now < rhythm.started + policy.warmup:
+            return
+        value = hanglearn.limit(policy, rhythm, now)
+        if hanglearn.worth_saying(self.said[what], value):
+            self.said[what] = value
+            self.ev.event(f"{what} hang timeout: {hanglearn.basis(policy, rhythm, now, name)}")
 
     def stop(self) -> None:
         if self.iterations is not None:

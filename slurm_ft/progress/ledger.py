@@ -43,6 +43,10 @@ class CycleEntry:
     warnings: list[str] = field(default_factory=list)
     mark_start: str | None = None
     mark_end: str | None = None
+    # The longest gaps between the job's signs of life seen in the cycle (silence) and
+    # between moves of its progress source (iteration): the learned hang timeouts' memory.
+    silence_gap: float | None = None
+    iteration_gap: float | None = None
 
     @property
     def is_open(self) -> bool:
@@ -146,6 +150,8 @@ def _cycle_from_json(doc: Any, index: int) -> CycleEntry:
         warnings=list(warnings),
         mark_start=_optional(doc, "mark_start", str, where),
         mark_end=_optional(doc, "mark_end", str, where),
+        silence_gap=_optional(doc, "silence_gap", (int, float), where),
+        iteration_gap=_optional(doc, "iteration_gap", (int, float), where),
     )
 
 

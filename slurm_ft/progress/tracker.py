@@ -152,16 +152,31 @@ class ProgressTracker:
         self._save(policy.open_cycle(ledger, cycle, self._attempt, start, now, self._settings))
         return None
 
-    def after_cycle(self, cycle: int, outcome: str) -> None:
+    def after_cycle(
+        self, cycle: int, outcome: str, gaps: tuple[float | None, float | None] = (None, None)
+    ) -> None:
         """Take the end reading (the one begun at the cycle's end, if any), update the
-        streak, save atomically. Waits only when the reading could stop the job."""
+        streak, save atomically. Waits only when the reading could stop the job. ``gaps``:
+        the cycle's longest silence and iteration gaps (the learned hang timeouts)."""
         ledger = self._reload()
         reading = self._end(ledger, self._take())
         ledger = policy.close_cycle(
             ledger, reading, outcome, self._settings, self._clock(), cycle=cycle, attempt=self._attempt
         )
+        for entry in reversed(ledger.cycles):
+            if entry.cycle == cycle:
+                entry.silence_gap, entry.iteration_gap = gaps
+                break
         self._save(ledger)
         self._fresh = reading
+
+    def learned_gaps(self) -> tuple[float, float]:
+        """The job's longest silence and iteration gaps over every recorded cycle (0: none)."""
+        cycles = self.ledger.cycles
+        return (
+            max((c.silence_gap for c in cycles if c.silence_gap), default=0.0),
+            max((c.iteration_gap for c in cycles if c.iteration_gap), default=0.0),
+        )
 
     def stop_reason(self) -> str | None:
         return policy.stop_reason(self.ledger, self._settings)

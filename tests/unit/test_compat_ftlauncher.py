@@ -63,11 +63,6 @@ def test_health_check_edits() -> None:
             "--ft-foo-bar: not supported by slurm-ft-launch (no such ft_launcher option",
         ),
         (
-            [("--ft-safety-factor", "5")],
-            None,
-            "--ft-safety-factor: not supported by slurm-ft-launch (timeouts",
-        ),
-        (
             [("--ft-numa-bind-strict", "true")],
             None,
             "--ft-numa-bind-strict: not supported by slurm-ft-launch (`--numa-binding node` binds",
@@ -84,6 +79,12 @@ def test_refused_by_name(options, section, message: str) -> None:
     with pytest.raises(CompatError) as err:
         ft.translate(options, section)
     assert str(err.value).startswith(message)
+
+
+def test_safety_factor_sets_the_learned_hang_timeouts() -> None:
+    """Issue 34: ft_launcher's timeouts from observed intervals are the learned hang timeouts."""
+    assert ft.translate([("--ft-safety-factor", "5")], None).overrides == {"hang.safety_factor": 5.0}
+    assert ft.translate([], {"safety_factor": 3}).overrides == {"hang.safety_factor": 3.0}
 
 
 def test_off_values_of_unsupported_options_ask_for_nothing() -> None:

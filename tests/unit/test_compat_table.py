@@ -133,6 +133,7 @@ FT: dict[str, tuple[str | None, Check | str]] = {
         "setup:600,step:180", "hang.rank_section_timeouts", "setup=600,step=180"
     ),
     "--ft-rank-out-of-section-timeout": hang("300", "hang.rank_out_of_section_timeout", 300.0),
+    "--ft-safety-factor": hang("5", "hang.safety_factor", 5.0),
     "--ft-rank-termination-signal": hang("SIGKILL", "hang.rank_termination_signal", "SIGKILL"),
     "--ft-restart-policy": ("any-failed", accepted),
     "--ft-enable-log-server": ("false", accepted),

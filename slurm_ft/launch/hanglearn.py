@@ -1,0 +1,156 @@
+"""Learned hang timeouts: the pure policy (README "Hangs", learned timeouts).
+
+A job shows its own rhythm: the gaps between its signs of life (bytes written, heart-beats,
+sections; for the iteration detector, the progress source moving). A hang is judged at
+``factor x the longest gap seen``, never below ``floor`` and never above the fixed
+``ceiling`` (``--hang-timeout``). The longest gap is kept per cycle and carried across
+cycles and requeues in the ledger, so a slow step seen once protects every later cycle.
+
+A cycle's first ``warmup`` seconds (``--hang-initial-timeout``: start-up, checkpoint load,
+compilation) are judged by the ceiling only and teach nothing: a gap that began in them is
+not learned. Until a gap is known (the first cycle, before its second sign of life after
+the warm-up) the ceiling applies too.
+
+Every function here is O(1): the launcher calls :func:`observe` and :func:`limit` once per
+watch tick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+# Why 8 and 25 s (README "Hangs"): the goal is a hang found within max(30 s, 10 x the
+# trainer's interval) for trainers writing every 1 s, 10 s and 60 s. Gaps are measured at
+# the learning tick (LEARN_PERIOD_S), so a gap g reads as at most g + 1 s and the verdict
+# comes up to one tick late: 8 x (g + 1) + 1 <= 10 g for g >= 4.5 s, and below that the
+# floor rules (25 + 1 <= 30). A floor of 25 s also covers a step 10x slower than usual for
+# any trainer with steps up to 2.5 s, a garbage-collection pause, a data-loader refill.
+DEFAULT_FACTOR = 8.0
+DEFAULT_FLOOR_S = 25.0
+DEFAULT_WARMUP_S = 600.0
+# How often the silence watch samples while learning (the tick): gaps read to 1 s.
+LEARN_PERIOD_S = 1.0
+# A sign of life read again through another clock reading moves by microseconds: the
+# same sign, not a gap.
+SAME_LIFE_S = 0.01
+# A learned limit is said in the launcher log when it first exists and when it moves by
+# more than this fraction (gaps that grow by a few milliseconds say nothing new).
+SAY_CHANGE = 0.1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One detector's learning settings; ``factor`` 0 is a fixed timeout (the ceiling).
+
+    ``ceiling`` 0 turns the detector off; ``math.inf`` means no cap (the iteration detector
+    learned from a progress source when no ``--hang-iteration-timeout`` is given)."""
+
+    factor: float
+    floor: float
+    ceiling: float
+    warmup: float
+
+    @property
+    def learning(self) -> bool:
+        return self.factor > 0 and self.ceiling > 0
+
+    @property
+    def on(self) -> bool:
+        return self.ceiling > 0
+
+    @property
+    def report_after(self) -> float:
+        """The quiet after which a peer tells node 0: below ``floor / factor`` a gap never
+        moves the limit, so shorter silences need not travel; the ceiling when fixed."""
+        if not self.learning:
+            return self.ceiling
+        return min(self.ceiling, self.floor / self.factor)
+
+
+OFF = Policy(0.0, 0.0, 0.0, 0.0)  # a detector that is off
+
+
+@dataclass(frozen=True)
+class Rhythm:
+    """What a cycle knows: its start, its latest sign of life, the longest gap learned
+    (carried in: the history; 0 for none) and the longest of this cycle alone."""
+
+    started: float
+    last_life: float
+    longest: float = 0.0
+    cycle_longest: float = 0.0
+
+
+def begin(started: float, history: float) -> Rhythm:
+    """A cycle's rhythm at its start, knowing the job's longest gap so far."""
+    return Rhythm(started, started, max(0.0, history), 0.0)
+
+
+def observe(policy: Policy, rhythm: Rhythm, life: float) -> Rhythm:
+    """The rhythm after a look that found the latest sign of life at ``life`` (a time on
+    the same clock as ``started``). A gap counts once it ended, and only when it began
+    after the warm-up (after a sign of life, not at the start)."""
+    if life <= rhythm.last_life + SAME_LIFE_S:
+        return rhythm
+    gap = life - rhythm.last_life
+    learnable = rhythm.last_life > rhythm.started and rhythm.last_life >= rhythm.started + policy.warmup
+    if not learnable:
+        return replace(rhythm, last_life=life)
+    return Rhythm(rhythm.started, life, max(rhythm.longest, gap), max(rhythm.cycle_longest, gap))
+
+
+def learned(policy: Policy, longest: float) -> float:
+    """The limit for a longest gap: factor x gap within [floor, ceiling]."""
+    return min(policy.ceiling, max(policy.floor, policy.factor * longest))
+
+
+def limit(policy: Policy, rhythm: Rhythm, now: float) -> float:
+    """The silence (in s) that is a hang at ``now``: the ceiling while learning is off, in
+    the warm-up, or while no gap is known; else the learned limit. 0: detector off."""
+    if not policy.learning or rhythm.longest <= 0 or now < rhythm.started + policy.warmup:
+        return policy.ceiling
+    return learned(policy, rhythm.longest)
+
+
+def basis(policy: Policy, rhythm: Rhythm, now: float, fixed_name: str) -> str:
+    """Why the limit is what it is, for the hang's detail and the launcher log."""
+    value = limit(policy, rhythm, now)
+    if value == policy.ceiling or not policy.learning:
+        return f"{fixed_name} {value:g}s"
+    gap = rhythm.longest
+    return f"learned {value:.1f}s = max({policy.floor:g}s, {policy.factor:g} x longest gap {gap:.1f}s)"
+
+
+def worth_saying(said: float | None, now_limit: float) -> bool:
+    """Whether the launcher log should say the limit now (first learned, or moved > 10 %)."""
+    if said is None:
+        return True
+    if math.isinf(said) or math.isinf(now_limit):
+        return said != now_limit
+    return abs(now_limit - said) > SAY_CHANGE * said
+
+
+def simulate(
+    policy: Policy, intervals: Iterable[float], *, start_gap: float = 0.0, history_gap: float = 0.0
+) -> float | None:
+    """A trainer that shows life after ``start_gap`` and then after each of ``intervals``
+    seconds, judged through :func:`observe` and :func:`limit` exactly as the watch judges
+    it: the first interval (from its start, in seconds) that would have been called a
+    hang, or None. For the tests and the README's claims; the gap is judged while open."""
+    rhythm = begin(0.0, history_gap)
+    now = start_gap
+    rhythm = observe(policy, rhythm, now)
+    elapsed = now
+    for gap in intervals:
+        # The gap is open from ``now``: it is a hang if the limit (as it stands while the
+        # gap is open) is reached before the next sign of life comes.
+        due = limit(policy, rhythm, now + gap)
+        if policy.on and gap >= due:
+            judged_from = rhythm.started + policy.warmup if due != policy.ceiling else 0.0
+            return max(elapsed + due, judged_from)
+        now += gap
+        elapsed = now
+        rhythm = observe(policy, rhythm, now)
+    return None

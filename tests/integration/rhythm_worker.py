@@ -1,0 +1,38 @@
+"""A torch-free worker with a rhythm: a line every ``--every`` seconds, with a step
+``--slow``x slower every ``--slow-every`` steps, for ``--steps`` steps; then, in ``hang``
+mode, silence (in cycle 0 only: later cycles finish at once), in ``finish`` mode an exit 0.
+
+Usage: rhythm_worker.py MODE --every S [--steps N] [--slow X --slow-every K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=("hang", "finish"))
+    p.add_argument("--every", type=float, required=True)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--slow", type=float, default=1.0)
+    p.add_argument("--slow-every", type=int, default=0)
+    a = p.parse_args()
+    rank, cycle = int(os.environ["RANK"]), int(os.environ["SLURM_FT_CYCLE"])
+    print(f"rank {rank} cycle {cycle} starts", flush=True)
+    if cycle > 0:
+        return 0
+    for step in range(1, a.steps + 1):
+        slow = a.slow_every and step % a.slow_every == 0
+        time.sleep(a.every * (a.slow if slow else 1.0))
+        print(f"rank {rank} step {step}", flush=True)
+    if a.mode == "hang":
+        print(f"rank {rank} goes silent at {time.time():.3f}", flush=True)
+        time.sleep(3600)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Learned hang timeouts (issue 34) with real processes on 2 simulated nodes: a hang is
+found at the timeout learned from the job's own rhythm, far below ``--hang-timeout``; a
+periodic 10x slower step is no hang; the ledger keeps the learned gap."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.integration.launch_cluster import SimJob
+
+WORKER = Path(__file__).with_name("rhythm_worker.py")
+BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--monitor-interval", "0.05"]
+
+
+def run(tmp_path: Path, launcher: list[str], worker: list[str], timeout: float) -> SimJob:
+    log = tmp_path / "logs" / "job.log"
+    args = [*BASE, "--applog-prefix", str(log), "--workers-stop-timeout", "3", *launcher]
+    job = SimJob(tmp_path, 2, args, [str(WORKER), *worker])
+    job.start()
+    try:
+        assert job.wait(timeout) == [0, 0], job.dump()
+    finally:
+        job.kill()
+    job.assert_no_orphans()
+    return job
+
+
+@pytest.mark.timeout(150)
+def test_a_hang_is_found_at_the_learned_timeout_far_below_the_fixed_one(tmp_path):
+    """Lines every 0.2 s for 4 s, then silence: found at 8 x the learned gap (the 1 s tick),
+    not at --hang-timeout 120."""
+    launcher = ["--hang-timeout", "120", "--hang-initial-timeout", "1", "--hang-learned-floor", "2"]
+    job = run(tmp_path, launcher, ["hang", "--every", "0.2", "--steps", "20"], 120)
+    f = job.cycle_record(0)["first_failure"]
+    assert (f["kind"], f["detector"]) == ("hang", "silence"), f
+    assert "learned" in f["detail"], f["detail"]
+    silent_for = float(re.search(r"wrote anything for ([0-9.]+)s", f["detail"]).group(1))
+    assert silent_for < 20, f["detail"]  # 8 x about 1 s (+ a tick), far below 120
+    assert job.cycle_record(1)["outcome"] == "succeeded"
+    err = job.node(0).err()
+    assert "silence hang timeout: learned " in err, err
+    ledger = json.loads((job.state / "ledger.json").read_text())
+    gap = ledger["cycles"][0]["silence_gap"]
+    assert gap is not None and 0.5 <= gap <= 3.0, ledger["cycles"][0]
+    for rank in range(4):  # the stacks are kept as for any hang
+        assert (job.state / "errors" / "cycle0" / f"stacks-rank{rank}.txt").exists()
+
+
+@pytest.mark.timeout(150)
+def test_a_periodic_ten_times_slower_step_is_no_hang(tmp_path):
+    """A line a second with every 5th step 10 s long (10x): the floor (25 s by default)
+    covers it from the first time, the learned gap becomes 10 s; one cycle, succeeded."""
+    launcher = ["--hang-timeout", "120", "--hang-initial-timeout", "1"]
+    worker = ["finish", "--every", "1", "--steps", "15", "--slow", "10", "--slow-every", "5"]
+    job = run(tmp_path, launcher, worker, 130)
+    record = job.cycle_record(0)
+    assert (record["outcome"], record["first_failure"]) == ("succeeded", None)
+    assert not (job.state / "cycles" / "cycle1.json").exists()
+    err = job.node(0).err()
+    assert "silence hang timeout: learned 25.0s" in err, err
+    gaps = [
+        float(g)
+        for g in re.findall(r"silence hang timeout: learned [0-9.]+s = .* longest gap ([0-9.]+)s", err)
+    ]
+    assert 8.0 <= max(gaps) <= 12.0, err  # the slow step, read to the 1 s tick: 8 x ~10 s

@@ -1,0 +1,145 @@
+"""Learned hang timeouts (issue 34): the pure policy, as data.
+
+Each trainer is a sequence of intervals between its signs of life, judged through
+``hanglearn.observe``/``limit`` exactly as the watch judges it (``hanglearn.simulate``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from slurm_ft.launch import hanglearn
+from slurm_ft.launch.hanglearn import Policy, Rhythm
+
+DEFAULT = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, hanglearn.DEFAULT_WARMUP_S)
+HOUR = 3600.0
+START = 120.0  # seconds from the cycle's start to its first line (start-up)
+
+
+def steady(interval: float, seconds: float = HOUR) -> list[float]:
+    return [interval] * int(seconds / interval)
+
+
+def periodic(base: float, every: int, slow: float, repeats: int) -> list[float]:
+    """``every - 1`` normal intervals, then one ``slow`` one, ``repeats`` times."""
+    return ([base] * (every - 1) + [slow]) * repeats
+
+
+# A hang after an hour of steady output: found within max(30 s, 10 x the interval) of the
+# last line (goal of issue 34), the tick's 1 s of sampling error included.
+@pytest.mark.parametrize(
+    ("interval", "found_within"),
+    [(0.2, 30.0), (1.0, 30.0), (10.0, 100.0), (60.0, 600.0)],
+)
+def test_a_hang_is_found_within_the_goal(interval: float, found_within: float) -> None:
+    lines = steady(interval)
+    last = START + sum(lines)
+    # Gaps are read to the 1 s tick: the worst case reads every gap 1 s long.
+    found = hanglearn.simulate(DEFAULT, [g + 1.0 for g in lines] + [math.inf], start_gap=START)
+    assert found is not None
+    last_read = START + sum(g + 1.0 for g in lines)
+    assert found - last_read + 1.0 <= found_within, (found - last_read, last)
+
+
+# No false alarm: the trainer's own rhythm, with its rare slow stretches, for hours.
+NO_ALARM = {
+    "evaluation pass (15 s silent) every 500 steps of 1 s": periodic(1.0, 500, 15.0, 20),
+    "slow checkpoint (20 s silent) every 1000 steps of 1 s": periodic(1.0, 1000, 20.0, 8),
+    "10x slower step every 50 steps of 1 s": periodic(1.0, 50, 10.0, 100),
+    "10x slower step every 50 steps of 2 s": periodic(2.0, 50, 20.0, 50),
+    "10x slower step every 50 steps of 0.2 s": periodic(0.2, 50, 2.0, 500),
+    "data-loader refill (8 s) every 200 steps of 0.5 s": periodic(0.5, 200, 8.0, 40),
+    "GC pause of 5 s every 300 steps of 0.1 s": periodic(0.1, 300, 5.0, 100),
+    "a 10 s trainer with a 70 s evaluation": periodic(10.0, 30, 70.0, 10),
+    "a 60 s trainer with a 7-minute checkpoint": periodic(60.0, 20, 420.0, 5),
+}
+
+
+@pytest.mark.parametrize("intervals", NO_ALARM.values(), ids=list(NO_ALARM))
+def test_the_job_s_own_rhythm_is_no_hang(intervals: list[float]) -> None:
+    assert hanglearn.simulate(DEFAULT, intervals, start_gap=START) is None
+
+
+def test_start_up_silence_in_the_warm_up_is_no_hang_even_with_a_history() -> None:
+    """Cycle 2 of a 1 s trainer: a line, then 5 minutes of compilation, then steps."""
+    assert hanglearn.simulate(DEFAULT, [300.0, *steady(1.0, 600)], start_gap=30.0, history_gap=1.0) is None
+
+
+def test_start_up_longer_than_the_warm_up_is_a_hang_once_a_gap_is_known() -> None:
+    """The warm-up is what ``--hang-initial-timeout`` is for: a compilation of 15 minutes
+    in a cycle that knows its 1 s rhythm is found at the warm-up's end (600 s)."""
+    assert hanglearn.simulate(DEFAULT, [900.0], start_gap=30.0, history_gap=1.0) == 600.0
+
+
+def test_the_first_cycle_knows_no_gap_until_after_its_warm_up() -> None:
+    """Without a history the fixed timeout rules the warm-up and the first gap after it."""
+    assert hanglearn.simulate(DEFAULT, [700.0, 1700.0], start_gap=30.0) is None
+    assert hanglearn.simulate(DEFAULT, [700.0, 1800.0], start_gap=30.0) == 2530.0
+
+
+def test_a_slow_step_seen_once_protects_later_cycles() -> None:
+    """A 10 s trainer's 10x slower step (100 s) is a hang the first time (8 x 10 s = 80 s:
+    the factor is the price of finding hangs within 10 x the interval), never again once
+    the ledger carries it."""
+    lines = periodic(10.0, 50, 100.0, 3)
+    assert hanglearn.simulate(DEFAULT, lines, start_gap=START) is not None
+    assert hanglearn.simulate(DEFAULT, lines, start_gap=START, history_gap=100.0) is None
+
+
+@pytest.mark.parametrize(
+    ("longest", "expected"),
+    [(0.5, 25.0), (3.0, 25.0), (4.0, 32.0), (60.0, 480.0), (300.0, 1800.0)],
+)
+def test_the_learned_limit_is_factor_times_gap_within_floor_and_ceiling(
+    longest: float, expected: float
+) -> None:
+    assert hanglearn.learned(DEFAULT, longest) == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "rhythm", "now", "expected"),
+    [
+        (DEFAULT, Rhythm(0.0, 700.0, 2.0), 701.0, 25.0),  # learned
+        (DEFAULT, Rhythm(0.0, 100.0, 2.0), 101.0, 1800.0),  # in the warm-up
+        (DEFAULT, Rhythm(0.0, 700.0, 0.0), 701.0, 1800.0),  # no gap known
+        (Policy(0.0, 25.0, 1800.0, 600.0), Rhythm(0.0, 700.0, 2.0), 701.0, 1800.0),  # fixed
+        (Policy(8.0, 25.0, 10.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 10.0),  # never above the ceiling
+        (Policy(8.0, 25.0, 0.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 0.0),  # detector off
+        (Policy(8.0, 25.0, math.inf, 0.0), Rhythm(0.0, 700.0, 0.0), 701.0, math.inf),  # uncapped, unknown
+    ],
+)
+def test_limit(policy: Policy, rhythm: Rhythm, now: float, expected: float) -> None:
+    assert hanglearn.limit(policy, rhythm, now) == expected
+
+
+def test_observe_learns_only_gaps_that_began_after_a_sign_of_life_past_the_warm_up() -> None:
+    policy = Policy(8.0, 25.0, 1800.0, 10.0)
+    r = hanglearn.begin(0.0, 0.0)
+    r = hanglearn.observe(policy, r, 5.0)  # start-up: the gap from the start is no gap
+    r = hanglearn.observe(policy, r, 12.0)  # began in the warm-up
+    assert (r.longest, r.cycle_longest) == (0.0, 0.0)
+    r = hanglearn.observe(policy, r, 15.0)
+    r = hanglearn.observe(policy, r, 15.0)  # no new life: nothing changes
+    r = hanglearn.observe(policy, r, 14.0)  # an earlier estimate: nothing changes
+    assert (r.last_life, r.longest, r.cycle_longest) == (15.0, 3.0, 3.0)
+
+
+def test_a_history_counts_but_is_not_this_cycle_s_own() -> None:
+    r = hanglearn.observe(Policy(8.0, 25.0, 1800.0, 0.0), Rhythm(0.0, 1.0, 9.0), 3.0)
+    assert (r.longest, r.cycle_longest) == (9.0, 2.0)
+
+
+def test_report_threshold_is_where_a_gap_can_start_to_matter() -> None:
+    assert DEFAULT.report_after == pytest.approx(25.0 / 8.0)
+    assert Policy(0.0, 25.0, 1800.0, 0.0).report_after == 1800.0
+    assert Policy(8.0, 25.0, 2.0, 0.0).report_after == 2.0
+
+
+@pytest.mark.parametrize(
+    ("said", "now", "expected"),
+    [(None, 25.0, True), (25.0, 25.0, False), (25.0, 27.0, False), (25.0, 28.0, True), (80.0, 70.0, True)],
+)
+def test_the_log_says_a_limit_when_it_is_new_or_moved(said: float | None, now: float, expected: bool) -> None:
+    assert hanglearn.worth_saying(said, now) is expected
