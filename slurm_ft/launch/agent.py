@@ -91,7 +91,6 @@ class Agent:
         self.ev = events
         self.sig = signals
         self.seams = seams
-        self.clock = seams.clock
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
         self.books = Bookkeeper.for_launcher(cfg, seams.clock, events.event, signals.arrived)
@@ -166,7 +165,7 @@ class Agent:
         announce_auth(self.cfg, self.ev)
         if cfg.is_node0:
             self.client = given or open_store(cfg, keys, sealer, self.ev)
-            self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.clock)
+            self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.seams.clock)
             base = self.coordinator.open()
         else:
             self.client, base = reach_node0(
@@ -233,7 +232,7 @@ class Agent:
         lost = workers.log_lost if workers is not None else (0, 0)
         self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS, log_lost=lost)
         if self.coordinator is not None:
-            self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.clock()))
+            self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.seams.clock()))
 
     # ------------------------------------------------------------------ endings
 
@@ -282,9 +281,8 @@ class Agent:
             self.workers.kill_now()
         if way_out.message:
             self.ev.event(way_out.message)
-        arrived = self.sig.received_at if self.sig.received is not None else None
         budget = policy.records_budget(
-            self.launch.write_timeout, self.launch.term_timeout, arrived, time.monotonic()
+            self.launch.write_timeout, self.launch.term_timeout, self.sig.received_at, time.monotonic()
         )
         self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):

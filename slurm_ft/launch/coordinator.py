@@ -63,6 +63,17 @@ class Roster:
             lost_ranks=lost_ranks,
         )
 
+    def verdict(self, restart: int, max_restarts: int, previous: Failure | None) -> policy.Verdict:
+        """The policy's verdict on this roster, without spares (see ``SpareBook.verdict``)."""
+        return policy.decide(
+            restart=restart,
+            max_restarts=max_restarts,
+            previous_failure=previous,
+            unhealthy=self.unhealthy,
+            lost=self.lost,
+            missing=self.missing,
+        )
+
 
 class PortsInUse(Exception):
     """Node 0 found every port of the job's sequence in use: retryable (another job's
@@ -180,14 +191,7 @@ class Coordinator:
             self.nodes = roster.names
         if self.spares is not None:
             return self._decide_with_spares(i, cycle, roster, previous)
-        verdict = policy.decide(
-            restart=i,
-            max_restarts=self.cfg.settings.launch.max_restarts,
-            previous_failure=previous,
-            unhealthy=roster.unhealthy,
-            lost=roster.lost,
-            missing=roster.missing,
-        )
+        verdict = roster.verdict(i, self.cfg.settings.launch.max_restarts, previous)
         now = self.clock()
         verdict = self._guarded(verdict, cycle)
         if verdict.run:
