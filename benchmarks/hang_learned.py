@@ -1,0 +1,130 @@
+"""Learned hang timeouts (issue 34): how long after a trainer falls silent its hang is
+found, with the default factor and floor, and what learning costs the launcher.
+
+Not a figure of ``python -m benchmarks`` (one run takes minutes of mostly waiting); run
+it on its own::
+
+    python -m benchmarks.hang_learned --every 1 --runs 3
+    python -m benchmarks.hang_learned --cpu 40
+
+Detection: 2 simulated nodes x 2 workers print a line every ``--every`` s for
+``--steps`` steps, then every rank goes silent. Reported: the silence at the verdict (the
+launcher's own figure: the detail of the hang) and, from the last line to the workers
+stopped, what stack collection and the stop add. The warm-up (``--hang-initial-timeout``,
+600 s by default) is shortened to 5 s so a run takes a minute; the policy is unchanged.
+
+CPU: one node, 2 workers printing a line a second for ``--cpu`` s, the launcher's own
+CPU (its threads' schedstat, ns) with learning on (default) and off (``--hang-safety-factor
+0``), side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.integration.launch_cluster import SimJob
+
+WORKER = Path(__file__).resolve().parent.parent / "tests" / "integration" / "rhythm_worker.py"
+BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--workers-stop-timeout", "3"]
+
+
+def detection_once(every: float, steps: int, tmp: Path) -> tuple[float, float]:
+    log = tmp / "logs" / "job.log"
+    args = [*BASE, "--applog-prefix", str(log), "--hang-initial-timeout", "5", "--max-restarts", "0"]
+    job = SimJob(tmp, 2, args, [str(WORKER), "hang", "--every", f"{every:g}", "--steps", str(steps)])
+    job.start()
+    try:
+        job.wait(steps * every * 1.5 + 60 * every + 120)
+    finally:
+        job.kill()
+    record = job.cycle_record(0)
+    failure = record["first_failure"]
+    if not failure or failure.get("detector") != "silence":
+        raise SystemExit(f"expected a silence hang, got {failure}")
+    silent = float(re.search(r"wrote anything for ([0-9.]+)s", failure["detail"]).group(1))
+    cycle_log = (tmp / "logs" / "job_cycle0.log").read_text()
+    went = max(float(t) for t in re.findall(r"goes silent at ([0-9.]+)", cycle_log))
+    # From the last line to the verdict is ``silent`` (to the tick); the record's end is
+    # when the last worker was stopped.
+    return silent, float(record["end_time"]) - went
+
+
+def launcher_cpu_ns(pid: int) -> int:
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def cpu_run(seconds: float, learning: bool, tmp: Path) -> float:
+    """Percent of one core the launcher used over the steady middle of the run."""
+    extra = [] if learning else ["--hang-safety-factor", "0"]
+    steps = int(seconds)
+    job = SimJob(
+        tmp,
+        1,
+        [*BASE, "--hang-initial-timeout", "2", *extra],
+        [str(WORKER), "finish", "--every", "1", "--steps", str(steps)],
+    )
+    job.start()
+    try:
+        pid = job.node(0).proc.pid
+        time.sleep(5.0)  # start-up (imports, rendezvous) outside the window
+        t0, c0 = time.monotonic(), launcher_cpu_ns(pid)
+        time.sleep(seconds - 8.0)
+        t1, c1 = time.monotonic(), launcher_cpu_ns(pid)
+        job.wait(seconds + 60)
+    finally:
+        job.kill()
+    return 100.0 * (c1 - c0) / 1e9 / (t1 - t0)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--every", type=float, default=1.0, help="the trainer's interval between lines (s)")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
+    a = p.parse_args()
+    if a.cpu:
+        rows = []
+        for _ in range(a.runs):
+            for learning in (True, False):
+                with tempfile.TemporaryDirectory() as d:
+                    rows.append((learning, cpu_run(a.cpu, learning, Path(d))))
+        for learning in (True, False):
+            values = [v for k, v in rows if k is learning]
+            name = "learned (default)" if learning else "fixed (--hang-safety-factor 0)"
+            print(f"launcher CPU, {name}: median {statistics.median(values):.3f} % of a core {values}")
+        return 0
+    found, stopped = [], []
+    for _ in range(a.runs):
+        with tempfile.TemporaryDirectory() as d:
+            silent, end = detection_once(a.every, a.steps, Path(d))
+        found.append(silent)
+        stopped.append(end)
+        print(
+            f"every {a.every:g}s: hang found after {silent:.1f}s of silence; "
+            f"workers stopped {end:.1f}s after the last line",
+            flush=True,
+        )
+    goal = max(30.0, 10 * a.every)
+    print(
+        f"every {a.every:g}s, {a.runs} run(s): found after median {statistics.median(found):.1f}s "
+        f"(max {max(found):.1f}s; goal <= {goal:g}s plus the stacks); stopped after median "
+        f"{statistics.median(stopped):.1f}s (max {max(stopped):.1f}s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
