@@ -101,7 +101,6 @@ class Agent:
         self.member: Member | None = None
         self.workers: CycleWorkers | None = None
         self.index: int | None = None  # the cycle (within the attempt) being joined or run
-        self.published = -1  # node 0: the last cycle index whose decision peers can read
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self._wake = WakePipe()
@@ -112,9 +111,6 @@ class Agent:
     def phase(self) -> Phase:
         return self.phases[-1]
 
-    def _enter(self, phase: Phase) -> None:
-        self.phases.append(phase)
-
     # ------------------------------------------------------------------ the cycle
 
     def invoke_run(self) -> Exit:
@@ -123,11 +119,11 @@ class Agent:
         while True:
             cycle = self.run.first_cycle + i
             self.index = i
-            self._enter(Phase.HEALTH)
+            self.phases.append(Phase.HEALTH)
             self.unhealthy = self.stuck or member.check_health(i) or self.books.io.problem()
-            self._enter(Phase.JOIN)
+            self.phases.append(Phase.JOIN)
             member.join(i, self.unhealthy, stuck=self.stuck)
-            self._enter(Phase.DECIDE)
+            self.phases.append(Phase.DECIDE)
             decision = self._decide(i, cycle)
             if not decision.run:
                 return self._stopped(i, decision)
@@ -136,20 +132,20 @@ class Agent:
             topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
             workers: CycleWorkers | None = None
             if topo is None:
-                self._enter(Phase.STANDBY)
+                self.phases.append(Phase.STANDBY)
                 self.ev.event(f"cycle {cycle}: standing by as a spare")
                 self.books.node_processes(self.run, cycle, [])
                 end = member.stand_by(i, judge, active)
             else:
                 if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                     return Exit(policy.unhealthy_self(self.unhealthy))
-                self._enter(Phase.RUN)
+                self.phases.append(Phase.RUN)
                 workers = self._start(i, cycle, decision, topo)
-                self._enter(Phase.WATCH)
+                self.phases.append(Phase.WATCH)
                 self.export_metrics()
                 on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
                 end = member.watch(i, workers, judge, active, on_tick)
-            self._enter(Phase.STOP)
+            self.phases.append(Phase.STOP)
             self._stop(i, cycle, decision, workers, end)
             self.export_metrics()
             if end.kind is not WatchEndKind.FAILURE:
@@ -196,7 +192,6 @@ class Agent:
             self.run = dataclasses.replace(self.run, nodes=self.coordinator.nodes or self.run.nodes)
             if decision.run:
                 self.coordinator.begin_cycle(self.run, i, cycle, decision)
-                self.published = i
             return decision
         assert self.member is not None and self.client is not None
         decision = self.member.await_decision(i)
@@ -239,7 +234,6 @@ class Agent:
     def _stopped(self, i: int, decision: Decision) -> Exit:
         if self.coordinator is None:
             return wayout.stopped(decision, None, self.launch.result_linger_timeout)
-        self.published = i
         return self.coordinator.stopping(i, decision)
 
     def _after(self, i: int, cycle: int, end: WatchEnd) -> Exit:
@@ -269,14 +263,13 @@ class Agent:
         way_out = wayout.crashed(exc)
         if self.member is not None and self.index is not None:
             with contextlib.suppress(Exception):
-                failure = self.member.own_failure(FailureKind.LAUNCHER, way_out.ending.reason)
-                self.member.publish_quietly(self.index, failure)
+                self.member.publish_quietly(self.index, FailureKind.LAUNCHER, way_out.ending.reason)
         return way_out
 
     def finish(self, way_out: Exit) -> Ending:
         """The one way out: event line, outcome record, node 0's announcement and linger, a
         peer's confirmation."""
-        self._enter(Phase.END)
+        self.phases.append(Phase.END)
         if self.workers is not None:
             self.workers.kill_now()
         if way_out.message:
@@ -299,7 +292,7 @@ class Agent:
             self.export_metrics()
             self.prom.flush()
         if self.coordinator is not None:
-            self.coordinator.announce(way_out, self.run, self.published)
+            self.coordinator.announce(way_out, self.run)
             if way_out.ending.lost_nodes:
                 end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:

@@ -119,6 +119,7 @@ class Coordinator:
             else None
         )
         self.jury: JobJudge | None = None  # once the background threads run
+        self.published = -1  # the last cycle index whose decision peers can read
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
                 cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event, files=books.io
@@ -284,6 +285,7 @@ class Coordinator:
         self.books.open_cycle(run, i, cycle, decision)
         self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1, self.books.io))
         self.client.publish_decision(i, decision)
+        self.published = i
 
     # ------------------------------------------------------------------ watch
 
@@ -327,6 +329,7 @@ class Coordinator:
     def stopping(self, i: int, decision: Decision) -> Exit:
         """Node 0 decided to stop: the decision is the final answer, announced on the way out."""
         linger = self.cfg.settings.launch.result_linger_timeout
+        self.published = i
         return wayout.stopped(decision, partial(self.client.publish_decision, i, decision), linger)
 
     def finished(self, i: int) -> Exit:
@@ -335,8 +338,8 @@ class Coordinator:
         linger = self.cfg.settings.launch.result_linger_timeout
         return wayout.finished(partial(self.client.publish_result, i, result), linger)
 
-    def announce(self, way_out: Exit, run: RunSummary, published: int) -> None:
+    def announce(self, way_out: Exit, run: RunSummary) -> None:
         """After the outcome record is written: node 0's farewell (see :class:`Farewell`)."""
         Farewell(self.cfg.num_nodes, self.client, self.threads, self.ev, self.clock).announce(
-            way_out, run, published
+            way_out, run, self.published
         )

@@ -256,10 +256,11 @@ class Member:
                 return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
         return None
 
-    def publish_quietly(self, i: int, failure: Failure) -> None:
-        """Best effort: the store may already be gone when this launcher is leaving."""
+    def publish_quietly(self, i: int, kind: FailureKind, detail: str) -> None:
+        """A failure of this launcher itself, best effort: the store may already be gone
+        when this launcher is leaving."""
         with contextlib.suppress(StoreLost):
-            self.client.publish_failure(i, failure)
+            self.client.publish_failure(i, self.own_failure(kind, detail))
 
     def own_failure(self, kind: FailureKind, detail: str) -> Failure:
         """A failure of this launcher itself (a signal it received, a bug, blindness)."""
@@ -296,7 +297,7 @@ class Member:
             assert end.signum is not None
             name = signal_name(end.signum)
             self.ev.event(forwarding_note(end.signum, launch.term_timeout if workers is not None else None))
-            self.publish_quietly(i, self.own_failure(FailureKind.SIGNAL, f"launcher received {name}"))
+            self.publish_quietly(i, FailureKind.SIGNAL, f"launcher received {name}")
             if workers is None:
                 return []
             hurry = self._interrupted_again if end.signum == signal.SIGINT else None
@@ -309,7 +310,7 @@ class Member:
         elif end.kind is not WatchEndKind.SUCCESS:
             self.ev.event(f"lost the rendezvous store: {end.detail}")
             # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
-            self.publish_quietly(i, self.own_failure(FailureKind.LAUNCHER, f"launcher blind: {end.detail}"))
+            self.publish_quietly(i, FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
         if workers is None:
             return []
         if end.failure is not None and end.failure.kind is FailureKind.HANG:
