@@ -114,7 +114,10 @@ def _keys(job: SimJob) -> proto.Keys:
     return proto.Keys(f"{job.job_id}-a0", Sealer(SECRET.encode()).namespace)
 
 
-def _overwrite(job: SimJob, family: str, outsider: list[Outsider]) -> Callable[[object, list[str]], None]:
+def _overwrite(
+    job: SimJob, family: str | None, outsider: list[Outsider]
+) -> Callable[[object, list[str]], None]:
+    """Overwrite every key of ``family`` (None: every key listed) at each round."""
     rng = random.Random(family)
     keys = _keys(job)
     seen: dict[str, bytes] = {}  # other keys' (sealed) values, for the replay
@@ -126,11 +129,16 @@ def _overwrite(job: SimJob, family: str, outsider: list[Outsider]) -> Callable[[
     # Keys that live only for the last moments of the run (node 0 leaves once the peer's
     # ack is there): the outsider writes them before their writers do, as anyone who has
     # seen the other keys' names could, and over them afterwards.
-    ahead = {"c<i>/result": [keys.result(0)], "ack/<node>": [keys.ack(1)]}.get(family, [])
+    ahead = {
+        "c<i>/halt": [keys.halt(0)],
+        "c<i>/done/<node>": [keys.done_by(0, 0), keys.done_by(0, 1)],
+        "c<i>/result": [keys.result(0)],
+        "ack/<node>": [keys.ack(1)],
+    }.get(family, [])
 
     def act(store, listed: list[str]) -> None:
         for key in {*listed, *ahead}:
-            if proto.family(keys, key) == family:
+            if family is None or proto.family(keys, key) == family:
                 store.set(key, next(shapes)())
                 outsider[0].touched.add(key)
             elif len(seen) < 8 and proto.family(keys, key) is not None:
@@ -216,6 +224,13 @@ def test_overwriting_every_key_of_a_family_never_stops_the_job(tmp_path, family)
     for k in (0, 1):
         lines = [ln for ln in job.node(k).err().splitlines() if "ignored a value of store key" in ln]
         assert len(lines) == len(set(lines)), lines
+
+
+def test_overwriting_every_key_it_can_list_never_stops_the_job(tmp_path):
+    """The report of issue 29 as it came: every key listed, each overwritten at every round."""
+    job, outsider = _run(tmp_path, lambda j, holder: _overwrite(j, None, holder))
+    _assert_whole(job, tmp_path)
+    assert len(outsider.touched) >= 10
 
 
 def test_deleting_every_key_never_stops_the_job(tmp_path):
