@@ -50,9 +50,7 @@ def _cycle(c: CycleView, cycles: int) -> list[str]:
     head = f"cycle {c.cycle}: {c.outcome}"
     if f is not None and f.kind == "worker":
         how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
-        restarted = (
-            "; every worker on every node was stopped and restarted" if c.cycle < cycles - 1 else ""
-        )
+        restarted = "; every worker on every node was stopped and restarted" if c.cycle < cycles - 1 else ""
         out = [f"{head}: rank {f.rank} on {f.node} failed ({how}){restarted}"]
         if f.exception:
             out.append(f"{INDENT}exception: {f.exception}")

@@ -66,6 +66,5 @@ def test_bad_binding_mode_is_bad_input(tmp_path):
     )
     assert p.returncode == 2
     assert p.stderr.splitlines() == [
-        "slurm-ft-launch: error: --numa-binding: "
-        "expected one of none, node, socket, exclusive, got 'numa'"
+        "slurm-ft-launch: error: --numa-binding: expected one of none, node, socket, exclusive, got 'numa'"
     ]
