@@ -49,11 +49,11 @@ class Farewell:
         with contextlib.suppress(StoreLost):
             self.client.publish_decision(i, stop)
 
-    def linger(self, gone: set[int], limit: float, again: Callable[[], None] | None = None) -> None:
+    def linger(self, gone: set[int], limit: float) -> None:
         """Keep the store up until every live peer has read the final answer (its sealed
         ack is there). Peers known to be gone (lost, or left on a signal) are not waited
-        for. ``again`` writes the final answer again, every ``REANNOUNCE_S``, should
-        someone have overwritten it meanwhile."""
+        for. The final answer is written again every ``REANNOUNCE_S`` where someone
+        overwrote it meanwhile."""
         n = self.num_nodes
         if n <= 1:
             return
@@ -63,8 +63,8 @@ class Farewell:
             nonlocal next_again
             expected = sorted(set(range(1, n)) - gone - set(self.threads.lost_peers()))
             try:
-                if again is not None and time.monotonic() >= next_again:
-                    again()
+                if time.monotonic() >= next_again:
+                    self.client.reassert()
                     next_again = time.monotonic() + REANNOUNCE_S
                 return True if self.client.acked(expected) >= len(expected) else None
             except StoreLost:
@@ -92,4 +92,4 @@ class Farewell:
         if f is not None and not f.retryable and f.node_rank != 0:
             gone.add(f.node_rank)
         if way_out.linger > 0:
-            self.linger(gone, way_out.linger, way_out.announce)
+            self.linger(gone, way_out.linger)
