@@ -307,13 +307,13 @@ def _cell(value: object) -> str:
 
 
 def _print_table(summary: dict[str, Any], line: str) -> None:
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
     from rich.table import Table
 
     console = Console(highlight=False, soft_wrap=True, width=table_width(sys.stdout.isatty()))
     policy = summary["policy"]
     table = Table(title=f"slurm-ft progress: {summary['state_dir']}")
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("attempt", "right"),
         ("cycle", "right"),
         ("iter start", "right"),
@@ -321,8 +321,9 @@ def _print_table(summary: dict[str, Any], line: str) -> None:
         ("progress", "right"),
         ("outcome", "left"),
         ("counts as", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)
     for c in summary["cycles"]:
         if c["open"]:
             counts = "open"

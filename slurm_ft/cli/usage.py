@@ -80,8 +80,11 @@ def terminal_columns() -> int:
         columns = 0
     if columns > 0:
         return columns
+    out = sys.__stdout__
+    if out is None:
+        return 80
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        return os.get_terminal_size(out.fileno()).columns or 80
     except (AttributeError, ValueError, OSError):
         return 80
 

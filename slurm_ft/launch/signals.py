@@ -12,10 +12,14 @@ import os
 import select
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType
 
 from slurm_ft.exitcodes import signal_name
+
+# What signal.signal installs and returns: a function, SIG_DFL/SIG_IGN, or None (a handler
+# not installed from Python).
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 class SignalBox:
@@ -34,7 +38,7 @@ class SignalBox:
         self.repeated = False
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old_wakeup: int | None = None
-        self._old_handlers: dict[signal.Signals, object] = {}
+        self._old_handlers: dict[signal.Signals, Handler] = {}
         if install:
             self._old_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
             self._old_handlers = {s: signal.signal(s, self._handle) for s in self.signals}
@@ -78,7 +82,7 @@ class SignalBox:
     def close(self) -> None:
         for sig, old in self._old_handlers.items():
             with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, old)  # type: ignore[arg-type]
+                signal.signal(sig, old)
         if self._old_wakeup is not None:
             with contextlib.suppress(ValueError):
                 signal.set_wakeup_fd(self._old_wakeup)
