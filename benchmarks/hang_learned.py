@@ -65,16 +65,13 @@ def launcher_cpu_ns(pid: int) -> int:
     return total
 
 
-def cpu_run(seconds: float, learning: bool, tmp: Path) -> float:
-    """Percent of one core the launcher used over the steady middle of the run."""
+def cpu_run(seconds: float, learning: bool, tmp: Path, idle: bool = False) -> float:
+    """Percent of one core the launcher used over the steady middle of the run (``idle``:
+    the workers write nothing, one line at the end)."""
     extra = [] if learning else ["--hang-safety-factor", "0"]
     steps = int(seconds)
-    job = SimJob(
-        tmp,
-        1,
-        [*BASE, "--hang-initial-timeout", "2", *extra],
-        [str(WORKER), "finish", "--every", "1", "--steps", str(steps)],
-    )
+    rhythm = ["--every", f"{seconds:g}", "--steps", "1"] if idle else ["--every", "1", "--steps", str(steps)]
+    job = SimJob(tmp, 1, [*BASE, "--hang-initial-timeout", "2", *extra], [str(WORKER), "finish", *rhythm])
     job.start()
     try:
         pid = job.node(0).proc.pid
@@ -94,17 +91,22 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
+    p.add_argument("--idle", action="store_true", help="with --cpu: the workers write nothing")
     a = p.parse_args()
     if a.cpu:
         rows = []
         for _ in range(a.runs):
             for learning in (True, False):
                 with tempfile.TemporaryDirectory() as d:
-                    rows.append((learning, cpu_run(a.cpu, learning, Path(d))))
+                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle)))
         for learning in (True, False):
             values = [v for k, v in rows if k is learning]
             name = "learned (default)" if learning else "fixed (--hang-safety-factor 0)"
-            print(f"launcher CPU, {name}: median {statistics.median(values):.3f} % of a core {values}")
+            what = "idle workers" if a.idle else "a line a second"
+            shown = ", ".join(f"{v:.3f}" for v in values)
+            print(
+                f"launcher CPU ({what}), {name}: median {statistics.median(values):.3f} % of a core ({shown})"
+            )
         return 0
     found, stopped = [], []
     for _ in range(a.runs):

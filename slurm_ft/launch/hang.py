@@ -15,6 +15,7 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import mmap
 import os
@@ -86,14 +87,17 @@ class Limits:
         30 min must not meet a 30-min silence timeout)."""
         factor, floor, warmup = hang.safety_factor, hang.learned_floor, hang.initial_timeout
         iteration_cap = hang.iteration_timeout or (math.inf if progress_source and factor > 0 else 0.0)
-        return cls(
+        fixed = cls(
             silence=hang.timeout,
             iteration=hang.iteration_timeout,
             heartbeat=hang.rank_heartbeat_timeout,
             initial_heartbeat=hang.rank_initial_heartbeat_timeout,
             sections=parse_section_timeouts(hang.rank_section_timeouts),
             out_of_section=hang.rank_out_of_section_timeout,
-            learn_silence=hanglearn.Policy(factor, floor, hang.timeout, warmup),
+        )
+        return dataclasses.replace(
+            fixed,
+            learn_silence=hanglearn.Policy(factor, floor, hang.timeout, warmup, fixed.period),
             learn_iteration=hanglearn.Policy(factor, floor, iteration_cap, warmup),
         )
 
@@ -115,10 +119,7 @@ class Limits:
         timeouts = [t for t in (self.silence, self.iteration, *rank) if t > 0]
         if not timeouts:
             return float("inf")
-        period = min(5.0, max(0.1, min(timeouts) / 10))
-        if self.learn_silence.learning:  # gaps are read to the tick: 1 s
-            period = min(period, hanglearn.LEARN_PERIOD_S)
-        return period
+        return min(5.0, max(0.1, min(timeouts) / 10))
 
 
 # ----------------------------------------------------------------------- judgements
@@ -223,6 +224,9 @@ class NodeWatch:
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self._clock = clock
+        # How often the workers' bytes are sampled: the fixed timeouts' period, finer on
+        # node 0 while it learns a rhythm (set by its judge, :func:`hanglearn.tick`).
+        self.period = limits.period
         self._lock = threading.Lock()
         self._index: int | None = None
         self._pids: dict[int, int] = {}
@@ -249,8 +253,16 @@ class NodeWatch:
             self._slots = slots
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
             self._last_write = self._started = now
-            self._next_sample = now + self.limits.period
+            self._next_sample = now + self.period
             self._reported_silent = False
+
+    def set_period(self, period: float) -> None:
+        """A new sampling period (node 0's judge, learning); a shorter one starts now, not
+        after the longer look that was due."""
+        with self._lock:
+            if period < self.period:
+                self._next_sample = min(self._next_sample, self._clock() + period)
+            self.period = period
 
     def end(self) -> None:
         with self._lock:
@@ -276,8 +288,8 @@ class NodeWatch:
             # The watch looks once a period, give or take a millisecond: with the next look
             # due a full period after this one, a look a hair early was skipped and the
             # sample lagged a whole period (hang latency 0.24 s or 0.43 s by chance).
-            if now >= self._next_sample - self.limits.period / 2:
-                self._next_sample = now + self.limits.period
+            if now >= self._next_sample - self.period / 2:
+                self._next_sample = now + self.period
                 for rank, pid in self._pids.items():
                     count = bytes_written(pid)
                     if count is not None and count != self._written.get(rank):

@@ -23,14 +23,15 @@ from dataclasses import dataclass, replace
 
 # Why 8 and 25 s (README "Hangs"): the goal is a hang found within max(30 s, 10 x the
 # trainer's interval) for trainers writing every 1 s, 10 s and 60 s. Gaps are measured at
-# the learning tick (LEARN_PERIOD_S), so a gap g reads as at most g + 1 s and the verdict
-# comes up to one tick late: 8 x (g + 1) + 1 <= 10 g for g >= 4.5 s, and below that the
-# floor rules (25 + 1 <= 30). A floor of 25 s also covers a step 10x slower than usual for
-# any trainer with steps up to 2.5 s, a garbage-collection pause, a data-loader refill.
+# node 0's tick (:func:`tick`: 1 s, 2 s, 5 s for those), so a gap g reads as at most g + tick
+# and the verdict comes up to one tick late: 8 x 11 + 1, 8 x 12 + 2 and 8 x 65 + 5 are
+# within 10 g, and below that the floor rules (25 + 1 <= 30). A floor of 25 s also covers
+# a step 10x slower than usual for any trainer with steps up to 2.5 s, a garbage-collection
+# pause, a data-loader refill.
 DEFAULT_FACTOR = 8.0
 DEFAULT_FLOOR_S = 25.0
 DEFAULT_WARMUP_S = 600.0
-# How often the silence watch samples while learning (the tick): gaps read to 1 s.
+# The finest tick of node 0's watch while it learns (see :func:`tick`): gaps read to 1 s.
 LEARN_PERIOD_S = 1.0
 # A sign of life read again through another clock reading moves by microseconds: the
 # same sign, not a gap.
@@ -51,6 +52,7 @@ class Policy:
     floor: float
     ceiling: float
     warmup: float
+    peer_period: float = 0.0  # how often a peer samples its workers (the report's grain)
 
     @property
     def learning(self) -> bool:
@@ -63,10 +65,12 @@ class Policy:
     @property
     def report_after(self) -> float:
         """The quiet after which a peer tells node 0: below ``floor / factor`` a gap never
-        moves the limit, so shorter silences need not travel; the ceiling when fixed."""
+        moves the limit, so shorter silences need not travel, and a peer that samples its
+        workers every ``peer_period`` reads up to that much quiet while they write (twice
+        that keeps a busy peer from reporting). The ceiling when fixed."""
         if not self.learning:
             return self.ceiling
-        return min(self.ceiling, self.floor / self.factor)
+        return min(self.ceiling, max(self.floor / self.factor, 2 * self.peer_period))
 
 
 OFF = Policy(0.0, 0.0, 0.0, 0.0)  # a detector that is off
@@ -102,8 +106,25 @@ def observe(policy: Policy, rhythm: Rhythm, life: float) -> Rhythm:
 
 
 def learned(policy: Policy, longest: float) -> float:
-    """The limit for a longest gap: factor x gap within [floor, ceiling]."""
-    return min(policy.ceiling, max(policy.floor, policy.factor * longest))
+    """The limit for a longest gap: factor x gap within [floor, ceiling] (and never at or
+    below the report threshold: a busy peer's unreported quiet must not look silent)."""
+    least = max(policy.floor, 1.5 * policy.report_after if policy.peer_period else 0.0)
+    return min(policy.ceiling, max(least, policy.factor * longest))
+
+
+def tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
+    """How often node 0 samples its own workers: ``base`` (the fixed timeouts' period) in
+    the warm-up, with learning off, and while nothing is pending; 1 s from the first sign
+    of life after the warm-up until a gap is known (the first gaps set the limit); then a
+    fiftieth of the limit within [1 s, base] (a 10 s trainer: 2 s, so a gap reads at most
+    2 s long and the verdict comes at most 2 s late: 8 x 12 + 2 < 100). A silent or idle
+    job keeps ``base``: learning costs it nothing."""
+    if not policy.learning or now < rhythm.started + policy.warmup:
+        return base
+    if rhythm.longest <= 0:
+        fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= rhythm.started + policy.warmup
+        return min(base, LEARN_PERIOD_S) if fresh else base
+    return min(base, max(LEARN_PERIOD_S, limit(policy, rhythm, now) / 50))
 
 
 def limit(policy: Policy, rhythm: Rhythm, now: float) -> float:

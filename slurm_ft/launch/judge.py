@@ -132,16 +132,26 @@ class JobJudge:
         if self.fresh:  # the cycle's first look: its watch began ``own`` ago
             self.fresh = False
             self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest)
-        # Learning reads the peers at every tick (one store read): the job's gaps are the
-        # gaps of all its nodes together; fixed timeouts read them only when node 0 is silent.
-        if limits.silence and (policy.learning or own >= limits.silence or not node0_runs):
+        rhythm = self.silence_rhythm
+        learning = policy.learning and now >= rhythm.started + policy.warmup
+        # The peers matter only once node 0's own workers were quiet long enough for a gap
+        # to count (the job's gaps are those of all its nodes together; while node 0's
+        # workers write, the job's quiet is at most theirs): one store read a tick then.
+        if limits.silence and (
+            own >= limits.silence or not node0_runs or (learning and own >= policy.report_after)
+        ):
             peers = [k for k in active if k != 0]
             reports = self.client.silences(peers) if peers else []
             mine = [own] if node0_runs else []
             quiet = [*mine, *(self._peer_quiet(k, r, i, now) for k, r in zip(peers, reports, strict=True))]
-            if quiet and policy.learning:
-                self.silence_rhythm = hanglearn.observe(policy, self.silence_rhythm, now - min(quiet))
-                self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
+        else:
+            quiet = []
+        if policy.learning and (quiet or node0_runs):
+            self.silence_rhythm = hanglearn.observe(policy, rhythm, now - min(quiet or [own]))
+            self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
+            if node0_runs:
+                self.hangs.set_period(hanglearn.tick(policy, self.silence_rhythm, now, limits.period))
+        if quiet:
             timeout = hanglearn.limit(policy, self.silence_rhythm, now)
             basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
             silent = hang.judge_silence(quiet, timeout, basis)

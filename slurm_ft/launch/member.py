@@ -190,7 +190,7 @@ class Member:
     def _sleep(self, metrics: bool) -> float:
         nics = self.cfg.settings.health.nic_monitor_interval if self.nics is not None else None
         return policy.watch_sleep(
-            self.cfg.settings.launch.monitor_interval, self.hangs.limits.period, nics, metrics
+            self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics
         )
 
     def _rank_view(self, i: int) -> WatchEnd | None:

@@ -30,17 +30,43 @@ def periodic(base: float, every: int, slow: float, repeats: int) -> list[float]:
 # A hang after an hour of steady output: found within max(30 s, 10 x the interval) of the
 # last line (goal of issue 34), the tick's 1 s of sampling error included.
 @pytest.mark.parametrize(
-    ("interval", "found_within"),
-    [(0.2, 30.0), (1.0, 30.0), (10.0, 100.0), (60.0, 600.0)],
+    ("interval", "tick", "found_within"),
+    [(0.2, 1.0, 30.0), (1.0, 1.0, 30.0), (10.0, 2.0, 100.0), (60.0, 5.0, 600.0)],
 )
-def test_a_hang_is_found_within_the_goal(interval: float, found_within: float) -> None:
+def test_a_hang_is_found_within_the_goal(interval: float, tick: float, found_within: float) -> None:
     lines = steady(interval)
-    last = START + sum(lines)
-    # Gaps are read to the 1 s tick: the worst case reads every gap 1 s long.
-    found = hanglearn.simulate(DEFAULT, [g + 1.0 for g in lines] + [math.inf], start_gap=START)
+    # Gaps are read to node 0's tick: the worst case reads every gap a tick long, and the
+    # verdict comes a tick late.
+    found = hanglearn.simulate(DEFAULT, [g + tick for g in lines] + [math.inf], start_gap=START)
     assert found is not None
-    last_read = START + sum(g + 1.0 for g in lines)
-    assert found - last_read + 1.0 <= found_within, (found - last_read, last)
+    last_read = START + sum(g + tick for g in lines)
+    assert found - last_read + tick <= found_within, found - last_read
+
+
+@pytest.mark.parametrize(
+    ("rhythm", "now", "expected"),
+    [
+        (Rhythm(0.0, 100.0, 0.0), 300.0, 5.0),  # the warm-up: the fixed period
+        (Rhythm(0.0, 500.0, 0.0), 700.0, 5.0),  # silent since the warm-up: nothing pending
+        (Rhythm(0.0, 650.0, 0.0), 700.0, 1.0),  # a first sign of life after it: a gap comes
+        (Rhythm(0.0, 650.0, 1.0), 700.0, 1.0),  # 1 s trainer: limit 25 s
+        (Rhythm(0.0, 650.0, 11.0), 700.0, 1.76),  # 10 s trainer: limit 88 s
+        (Rhythm(0.0, 650.0, 61.0), 700.0, 5.0),  # 60 s trainer: limit 488 s
+    ],
+)
+def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
+    rhythm: Rhythm, now: float, expected: float
+) -> None:
+    assert hanglearn.tick(DEFAULT, rhythm, now, 5.0) == pytest.approx(expected)
+
+
+def test_the_limit_stays_above_what_a_busy_peer_can_show() -> None:
+    """A peer that samples every 5 s reports nothing below 10 s of quiet; node 0 takes an
+    unreported peer as 10 s quiet, so no limit may be at or below that."""
+    policy = Policy(8.0, 2.0, 120.0, 0.0, peer_period=5.0)
+    assert policy.report_after == 10.0
+    assert hanglearn.learned(policy, 0.5) == 15.0
+    assert hanglearn.learned(DEFAULT, 0.5) == 25.0
 
 
 # No false alarm: the trainer's own rhythm, with its rare slow stretches, for hours.
@@ -133,6 +159,7 @@ def test_a_history_counts_but_is_not_this_cycle_s_own() -> None:
 
 def test_report_threshold_is_where_a_gap_can_start_to_matter() -> None:
     assert DEFAULT.report_after == pytest.approx(25.0 / 8.0)
+    assert Policy(8.0, 25.0, 1800.0, 600.0, peer_period=5.0).report_after == 10.0
     assert Policy(0.0, 25.0, 1800.0, 0.0).report_after == 1800.0
     assert Policy(8.0, 25.0, 2.0, 0.0).report_after == 2.0
 
