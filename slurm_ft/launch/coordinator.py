@@ -31,6 +31,7 @@ from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
 from slurm_ft.records import CycleOutcome, Failure, node_name
 
+JOIN_CHUNK = 64  # join records node 0 looks for in one poll
 REASSERT_S = 1.0  # how often node 0 writes the run's base again while it waits for the joins
 
 
@@ -152,8 +153,8 @@ class Coordinator:
         # no one (and a launcher joins a cycle once).
         seen: dict[int, JoinInfo] = {}
 
-        def records() -> list[JoinInfo | None]:
-            for k, info in enumerate(self.client.join_records(i, n)):
+        def records(only: list[int] | None = None) -> list[JoinInfo | None]:
+            for k, info in enumerate(self.client.join_records(i, n, only)):
                 if info is not None:
                     seen[k] = info
             return [seen.get(k) for k in range(n)]
@@ -168,10 +169,16 @@ class Coordinator:
                 return True
             # With spares a lost launcher is replaced: every live one must be in the roster
             # (a lost one may still join: it froze and thawed).
+            # Looked at JOIN_CHUNK launchers at a time (one check of a few keys per poll,
+            # whatever the job's size), or all that are left when one says it is unhealthy.
             waiting = [k for k in range(n) if k not in lost and k not in seen]
-            if not self.client.joined(i, waiting) and (with_spares or not self.client.unhealthy_said(i)):
+            head = waiting[:JOIN_CHUNK]
+            if self.client.joined(i, head):
+                infos = records(head)  # only sealed records count
+            elif with_spares or not self.client.unhealthy_said(i):
                 return None
-            infos = records()  # only sealed records count
+            else:
+                infos = records(waiting)
             if with_spares:
                 return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
             return True if all(infos) or any(info and info.unhealthy for info in infos) else None
