@@ -508,11 +508,12 @@ def _validate_hang(hang: HangSettings) -> None:
         "rank_heartbeat_timeout",
         "rank_initial_heartbeat_timeout",
         "rank_out_of_section_timeout",
-        "learned_floor",
-        "initial_timeout",
     ):
         if getattr(hang, key) < 0:
             raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0 (0 is off), got {getattr(hang, key)}")
+    for key in ("learned_floor", "initial_timeout"):
+        if getattr(hang, key) < 0:
+            raise ConfigError(f"{YAML_ROOT}.hang.{key}: must be >= 0, got {getattr(hang, key)}")
     if hang.safety_factor != 0 and hang.safety_factor < 1:
         raise ConfigError(
             f"{YAML_ROOT}.hang.safety_factor: must be >= 1 (0 is fixed timeouts), got {hang.safety_factor}"

@@ -108,6 +108,11 @@ def test_worker_variables_are_not_settings():
             "slurm_ft.launch.rdzv_port_range: expected LOW-HIGH within 1024-65535, got '10-5'",
         ),
         ("slurm_ft:\n  launch: [1, 2\n", "not valid YAML"),
+        (
+            "slurm_ft:\n  hang:\n    safety_factor: 0.5\n",
+            "slurm_ft.hang.safety_factor: must be >= 1 (0 is fixed timeouts), got 0.5",
+        ),
+        ("slurm_ft:\n  hang:\n    learned_floor: -1\n", "slurm_ft.hang.learned_floor: must be >= 0, got -1"),
     ],
 )
 def test_bad_files_name_the_key_path(tmp_path, yaml_text, message):
