@@ -1,8 +1,9 @@
 """A torch-free worker with a rhythm: a line every ``--every`` seconds, with a step
 ``--slow``x slower every ``--slow-every`` steps, for ``--steps`` steps; then, in ``hang``
-mode, silence (in cycle 0 only: later cycles finish at once), in ``finish`` mode an exit 0.
+mode, silence (in cycle ``--cycle``, 0 by default: later cycles finish at once), in
+``finish`` mode an exit 0.
 
-Usage: rhythm_worker.py MODE --every S [--steps N] [--slow X --slow-every K]
+Usage: rhythm_worker.py MODE --every S [--steps N] [--slow X --slow-every K] [--cycle C]
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--slow", type=float, default=1.0)
     p.add_argument("--slow-every", type=int, default=0)
+    p.add_argument("--cycle", type=int, default=0, help="the cycle that runs (later ones finish at once)")
     a = p.parse_args()
     rank, cycle = int(os.environ["RANK"]), int(os.environ["SLURM_FT_CYCLE"])
     print(f"rank {rank} cycle {cycle} starts", flush=True)
-    if cycle > 0:
+    if cycle > a.cycle:
         return 0
     for step in range(1, a.steps + 1):
         slow = a.slow_every and step % a.slow_every == 0

@@ -16,10 +16,10 @@ WORKER = Path(__file__).with_name("rhythm_worker.py")
 BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--monitor-interval", "0.05"]
 
 
-def run(tmp_path: Path, launcher: list[str], worker: list[str], timeout: float) -> SimJob:
+def run(tmp_path: Path, launcher: list[str], worker: list[str], timeout: float, attempt: int = 0) -> SimJob:
     log = tmp_path / "logs" / "job.log"
     args = [*BASE, "--applog-prefix", str(log), "--workers-stop-timeout", "3", *launcher]
-    job = SimJob(tmp_path, 2, args, [str(WORKER), *worker])
+    job = SimJob(tmp_path, 2, args, [str(WORKER), *worker], attempt=attempt)
     job.start()
     try:
         assert job.wait(timeout) == [0, 0], job.dump()
@@ -68,3 +68,23 @@ def test_a_periodic_ten_times_slower_step_is_no_hang(tmp_path):
         for g in re.findall(r"silence hang timeout: learned [0-9.]+s = .* longest gap ([0-9.]+)s", err)
     ]
     assert 8.0 <= max(gaps) <= 12.0, err  # the slow step, read to the 1 s tick: 8 x ~10 s
+
+
+@pytest.mark.timeout(200)
+def test_a_requeued_attempt_judges_by_the_gap_its_ledger_kept(tmp_path):
+    """Attempt 0 learns a ~2 s gap and finishes; attempt 1 (a requeue, a new launcher) goes
+    silent at once and is found at the learned timeout although it learned nothing itself."""
+    launcher = ["--hang-timeout", "90", "--hang-initial-timeout", "1", "--hang-learned-floor", "2"]
+    run(tmp_path, launcher, ["finish", "--every", "0.5", "--steps", "16"], 90)
+    ledger = json.loads((tmp_path / "state" / "ledger.json").read_text())
+    kept = ledger["cycles"][0]["silence_gap"]
+    assert kept is not None and kept > 0, ledger
+    cycle = ledger["cycles"][-1]["cycle"] + 1
+    job = run(
+        tmp_path, launcher, ["hang", "--every", "0.5", "--steps", "0", "--cycle", str(cycle)], 120, attempt=1
+    )
+    f = job.cycle_record(cycle)["first_failure"]
+    assert (f["kind"], f["detector"]) == ("hang", "silence"), f
+    assert "learned" in f["detail"] and f"longest gap {kept:.1f}s" in f["detail"], (f["detail"], kept)
+    silent_for = float(re.search(r"wrote anything for ([0-9.]+)s", f["detail"]).group(1))
+    assert silent_for < 45, f["detail"]  # far below 90
