@@ -1,7 +1,8 @@
 """A torch-free worker with a rhythm: a line every ``--every`` seconds, with a step
 ``--slow``x slower every ``--slow-every`` steps, for ``--steps`` steps; then, in ``hang``
 mode, silence (in cycle ``--cycle``, 0 by default: later cycles finish at once), in
-``finish`` mode an exit 0.
+``stall`` mode output without progress (``--iteration-file`` stops moving), in ``finish``
+mode an exit 0.
 
 Usage: rhythm_worker.py MODE --every S [--steps N] [--slow X --slow-every K] [--cycle C]
 """
@@ -15,12 +16,13 @@ import time
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=("hang", "finish"))
+    p.add_argument("mode", choices=("hang", "finish", "stall"))
     p.add_argument("--every", type=float, required=True)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--slow", type=float, default=1.0)
     p.add_argument("--slow-every", type=int, default=0)
     p.add_argument("--cycle", type=int, default=0, help="the cycle that runs (later ones finish at once)")
+    p.add_argument("--iteration-file", help="rank 0 writes the step number into it at every step")
     a = p.parse_args()
     rank, cycle = int(os.environ["RANK"]), int(os.environ["SLURM_FT_CYCLE"])
     print(f"rank {rank} cycle {cycle} starts", flush=True)
@@ -30,6 +32,15 @@ def main() -> int:
         slow = a.slow_every and step % a.slow_every == 0
         time.sleep(a.every * (a.slow if slow else 1.0))
         print(f"rank {rank} step {step}", flush=True)
+        if a.iteration_file and rank == 0:
+            tmp = f"{a.iteration_file}.tmp"
+            with open(tmp, "w") as fh:
+                fh.write(f"{step}\n")
+            os.replace(tmp, a.iteration_file)
+    if a.mode == "stall":  # the iteration stops moving; the output goes on
+        while True:
+            time.sleep(a.every)
+            print(f"rank {rank} still printing", flush=True)
     if a.mode == "hang":
         print(f"rank {rank} goes silent at {time.time():.3f}", flush=True)
         time.sleep(3600)

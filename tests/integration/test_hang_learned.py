@@ -88,3 +88,24 @@ def test_a_requeued_attempt_judges_by_the_gap_its_ledger_kept(tmp_path):
     assert "learned" in f["detail"] and f"longest gap {kept:.1f}s" in f["detail"], (f["detail"], kept)
     silent_for = float(re.search(r"wrote anything for ([0-9.]+)s", f["detail"]).group(1))
     assert silent_for < 45, f["detail"]  # far below 90
+
+
+@pytest.mark.timeout(150)
+def test_an_iteration_that_stops_moving_is_found_at_its_learned_timeout(tmp_path):
+    """With a progress source and no --hang-iteration-timeout the iteration detector learns
+    too: the file moves every 0.5 s, then stops while the workers go on printing."""
+    it = tmp_path / "iteration.txt"
+    launcher = [
+        *["--hang-timeout", "90", "--hang-initial-timeout", "1", "--hang-learned-floor", "3"],
+        *["--checkpoint-iteration-file", str(it), "--max-no-progress-cycles", "5"],
+    ]
+    worker = ["stall", "--every", "0.5", "--steps", "12", "--iteration-file", str(it)]
+    job = run(tmp_path, launcher, worker, 120)
+    f = job.cycle_record(0)["first_failure"]
+    assert (f["kind"], f["detector"]) == ("hang", "iteration"), f
+    assert "checkpoint iteration at 12 for " in f["detail"] and "learned" in f["detail"], f["detail"]
+    stalled = float(re.search(r"at 12 for ([0-9.]+)s", f["detail"]).group(1))
+    assert stalled < 20, f["detail"]
+    assert "iteration hang timeout: learned " in job.node(0).err()
+    ledger = json.loads((job.state / "ledger.json").read_text())
+    assert ledger["cycles"][0]["iteration_gap"] is not None, ledger["cycles"][0]
