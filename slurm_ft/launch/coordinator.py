@@ -76,6 +76,23 @@ class Roster:
         )
 
 
+class JoinRecords:
+    """What node 0 read of cycle ``i``'s join records. A sealed record read once stays
+    read: someone overwriting it afterwards un-joins no one (a launcher joins a cycle once)."""
+
+    def __init__(self, client: Client, i: int, n: int) -> None:
+        self.client, self.i, self.n = client, i, n
+        self.seen: dict[int, JoinInfo] = {}
+
+    def read(self, only: list[int] | None = None) -> list[JoinInfo | None]:
+        """Each launcher's record (reading those in ``only``, when given, else all); None
+        where none was read yet."""
+        for k, info in enumerate(self.client.join_records(self.i, self.n, only)):
+            if info is not None:
+                self.seen[k] = info
+        return [self.seen.get(k) for k in range(self.n)]
+
+
 class PortsInUse(Exception):
     """Node 0 found every port of the job's sequence in use: retryable (another job's
     store may be gone by the next attempt), never bad input."""
@@ -149,15 +166,7 @@ class Coordinator:
         n = self.cfg.num_nodes
         with_spares = self.spares is not None
         next_reassert = time.monotonic() + REASSERT_S
-        # A sealed record read once stays read: someone overwriting it afterwards un-joins
-        # no one (and a launcher joins a cycle once).
-        seen: dict[int, JoinInfo] = {}
-
-        def records(only: list[int] | None = None) -> list[JoinInfo | None]:
-            for k, info in enumerate(self.client.join_records(i, n, only)):
-                if info is not None:
-                    seen[k] = info
-            return [seen.get(k) for k in range(n)]
+        joins = JoinRecords(self.client, i, n)
 
         def settled() -> bool | None:
             nonlocal next_reassert
@@ -171,14 +180,14 @@ class Coordinator:
             # (a lost one may still join: it froze and thawed).
             # Looked at JOIN_CHUNK launchers at a time (one check of a few keys per poll,
             # whatever the job's size), or all that are left when one says it is unhealthy.
-            waiting = [k for k in range(n) if k not in lost and k not in seen]
+            waiting = [k for k in range(n) if k not in lost and k not in joins.seen]
             head = waiting[:JOIN_CHUNK]
             if self.client.joined(i, head):
-                infos = records(head)  # only sealed records count
+                infos = joins.read(head)  # only sealed records count
             elif with_spares or not self.client.unhealthy_said(i):
                 return None
             else:
-                infos = records(waiting)
+                infos = joins.read(waiting)
             if with_spares:
                 return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
             return True if all(infos) or any(info and info.unhealthy for info in infos) else None
@@ -191,7 +200,7 @@ class Coordinator:
                 sleep=sleep,
                 max_interval=0.25,
             )
-        return Roster.of(records(), self.nodes, tuple(sorted(self.threads.lost_peers())))
+        return Roster.of(joins.read(), self.nodes, tuple(sorted(self.threads.lost_peers())))
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""

@@ -126,9 +126,6 @@ class Client:
         except RuntimeError as exc:
             raise stores.lost(exc) from None
 
-    def _check(self, key: str) -> bool:
-        return bool(self._op(lambda: self._store.check([key])))
-
     def _get_sealed_when_set(
         self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
     ) -> T | None:
@@ -144,11 +141,6 @@ class Client:
         raws = self._op(lambda: reads.read(self._store, keys))
         return [reads.opened(self.sealer, k, raw, parse) for k, raw in zip(keys, raws, strict=True)]
 
-    def _ensure_sealed(self, key: str, value: str) -> None:
-        """Write ``value`` again if someone overwrote or deleted it (see ``reads.ensure``)."""
-        sealed = self.sealer.seal(key, value)
-        self._op(lambda: reads.ensure(self._store, key, sealed))
-
     def _keep(self, key: str, value: str) -> None:
         """Write a sealed value that others still need to read, and remember it (the
         latest of its key family) for :meth:`reassert`."""
@@ -160,7 +152,7 @@ class Client:
         decision, its join record, its done mark, a result) where someone overwrote or
         deleted it: one answered round trip per value, at the loops' slow ticks."""
         for key, value in list(self._kept.values()):
-            self._ensure_sealed(key, value)
+            self._op(partial(reads.ensure, self._store, key, self.sealer.seal(key, value)))
 
     def _set_sealed(self, key: str, value: str) -> None:
         sealed = self.sealer.seal(key, value)
@@ -309,7 +301,7 @@ class Client:
         answer = self._op(lambda: self._store.compare_set(key, previous, sealed))
         if answer != sealed.encode():
             self._op(lambda: self._store.set(key, sealed))
-            self._check(key)
+            self._op(lambda: self._store.check([key]))
         self._last_beat = sealed
 
     def report_silence(self, node: int, report: str) -> None:
