@@ -23,6 +23,7 @@ def main() -> int:
     p.add_argument("--slow-every", type=int, default=0)
     p.add_argument("--cycle", type=int, default=0, help="the cycle that runs (later ones finish at once)")
     p.add_argument("--iteration-file", help="rank 0 writes the step number into it at every step")
+    p.add_argument("--print-ranks", help="only these ranks (comma-separated) print their steps")
     a = p.parse_args()
     rank, cycle = int(os.environ["RANK"]), int(os.environ["SLURM_FT_CYCLE"])
     print(f"rank {rank} cycle {cycle} starts", flush=True)
@@ -31,7 +32,8 @@ def main() -> int:
     for step in range(1, a.steps + 1):
         slow = a.slow_every and step % a.slow_every == 0
         time.sleep(a.every * (a.slow if slow else 1.0))
-        print(f"rank {rank} step {step}", flush=True)
+        if a.print_ranks is None or str(rank) in a.print_ranks.split(","):
+            print(f"rank {rank} step {step}", flush=True)
         if a.iteration_file and rank == 0:
             tmp = f"{a.iteration_file}.tmp"
             with open(tmp, "w") as fh:
