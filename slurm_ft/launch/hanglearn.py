@@ -21,19 +21,20 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-# Why 8 and 25 s (README "Hangs"): the goal is a hang found within max(30 s, 10 x the
+# Why 8 and 20 s (README "Hangs"): the goal is a hang found within max(30 s, 10 x the
 # trainer's interval) for trainers writing every 1 s, 10 s and 60 s. Gaps are measured at
 # node 0's tick (:func:`tick`: 2 s, 2 s, 5 s for those), so a gap g reads as at most g + tick
-# and the verdict comes up to one tick late: 8 x 3 < 25 and 25 + 2, 8 x 12 + 2 and 8 x 65 + 5
-# are within max(30, 10 g). A floor of 25 s also covers
-# a step 10x slower than usual for any trainer with steps up to 2.5 s, a garbage-collection
+# and the verdict comes up to one tick late, plus up to a peer's sampling period (5 s) when
+# a peer wrote last: 20 + 2 + 5, 8 x 12 + 2 + 5 and 8 x 65 + 5 + 5 are within max(30, 10 g).
+# A floor of 20 s also covers
+# a step 10x slower than usual for any trainer with steps below 2 s, a garbage-collection
 # pause, a data-loader refill.
 DEFAULT_FACTOR = 8.0
-DEFAULT_FLOOR_S = 25.0
+DEFAULT_FLOOR_S = 20.0
 DEFAULT_WARMUP_S = 600.0
 # The finest tick of node 0's watch while it learns (see :func:`tick`): gaps read to 2 s.
 # Each tick is a look at the store and the workers (about 0.3 ms of CPU): 1 s cost an
-# active job's launcher four times its CPU; 2 s still meets the goal (8 x 3 < 25, 25 + 2 < 30).
+# active job's launcher four times its CPU; 2 s still meets the goal (8 x 2 < 20, 20 + 2 + 5 < 30).
 LEARN_PERIOD_S = 2.0
 # A sign of life read again through another clock reading moves by microseconds: the
 # same sign, not a gap.

@@ -44,7 +44,8 @@ def main() -> int:
             time.sleep(a.every)
             print(f"rank {rank} still printing", flush=True)
     if a.mode == "hang":
-        print(f"rank {rank} goes silent at {time.time():.3f}", flush=True)
+        if a.print_ranks is None or str(rank) in a.print_ranks.split(","):
+            print(f"rank {rank} goes silent at {time.time():.3f}", flush=True)
         time.sleep(3600)
     return 0
 

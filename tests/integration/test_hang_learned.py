@@ -53,7 +53,7 @@ def test_a_hang_is_found_at_the_learned_timeout_far_below_the_fixed_one(tmp_path
 
 @pytest.mark.timeout(150)
 def test_a_periodic_ten_times_slower_step_is_no_hang(tmp_path):
-    """A line a second with every 5th step 10 s long (10x): the floor (25 s by default)
+    """A line a second with every 5th step 10 s long (10x): the floor (20 s by default)
     covers it from the first time, the learned gap becomes 10 s; one cycle, succeeded."""
     launcher = ["--hang-timeout", "120", "--hang-initial-timeout", "1"]
     worker = ["finish", "--every", "1", "--steps", "15", "--slow", "10", "--slow-every", "5"]
@@ -62,7 +62,7 @@ def test_a_periodic_ten_times_slower_step_is_no_hang(tmp_path):
     assert (record["outcome"], record["first_failure"]) == ("succeeded", None)
     assert not (job.state / "cycles" / "cycle1.json").exists()
     err = job.node(0).err()
-    assert "silence hang timeout: learned 25.0s" in err, err
+    assert "silence hang timeout: learned 20.0s" in err, err
     gaps = [
         float(g)
         for g in re.findall(r"silence hang timeout: learned [0-9.]+s = .* longest gap ([0-9.]+)s", err)
