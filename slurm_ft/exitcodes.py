@@ -44,6 +44,17 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def signal_by_name(name: str | None) -> int | None:
+    """The number of a signal as :func:`signal_name` wrote it (``SIGUSR1``), read back from
+    a record; None for anything else (a record from the store is untrusted input)."""
+    if not name or not name.startswith("SIG") or name.startswith("SIG_"):
+        return None
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        return None
+
+
 def describe(code: int) -> str:
     """A short word for an exit code, as the outcome record and templates print it."""
     try:

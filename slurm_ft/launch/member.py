@@ -189,9 +189,7 @@ class Member:
 
     def _sleep(self, metrics: bool) -> float:
         nics = self.cfg.settings.health.nic_monitor_interval if self.nics is not None else None
-        return policy.watch_sleep(
-            self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics
-        )
+        return policy.watch_sleep(self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics)
 
     def _rank_view(self, i: int) -> WatchEnd | None:
         """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
@@ -256,17 +254,22 @@ class Member:
                 return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
         return None
 
-    def publish_quietly(self, i: int, kind: FailureKind, detail: str) -> None:
+    def publish_quietly(self, i: int, kind: FailureKind, detail: str, *, signame: str | None = None) -> None:
         """A failure of this launcher itself, best effort: the store may already be gone
         when this launcher is leaving."""
         with contextlib.suppress(StoreLost):
-            self.client.publish_failure(i, self.own_failure(kind, detail))
+            self.client.publish_failure(i, self.own_failure(kind, detail, signame=signame))
 
-    def own_failure(self, kind: FailureKind, detail: str) -> Failure:
+    def own_failure(self, kind: FailureKind, detail: str, *, signame: str | None = None) -> Failure:
         """A failure of this launcher itself (a signal it received, a bug, blindness)."""
         job = self.cfg.job
         return Failure(
-            kind=kind, node=job.node_name, node_rank=job.node_rank, time=time.time(), detail=detail
+            kind=kind,
+            node=job.node_name,
+            node_rank=job.node_rank,
+            time=time.time(),
+            detail=detail,
+            signal=signame,
         )
 
     def confirm_success(self, i: int, cycle: int, abort: Callable[[], bool]) -> None:
@@ -297,7 +300,7 @@ class Member:
             assert end.signum is not None
             name = signal_name(end.signum)
             self.ev.event(forwarding_note(end.signum, launch.term_timeout if workers is not None else None))
-            self.publish_quietly(i, FailureKind.SIGNAL, f"launcher received {name}")
+            self.publish_quietly(i, FailureKind.SIGNAL, f"launcher received {name}", signame=name)
             if workers is None:
                 return []
             hurry = self._interrupted_again if end.signum == signal.SIGINT else None

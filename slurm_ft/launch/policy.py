@@ -154,6 +154,22 @@ def decide(
     return Verdict(True)
 
 
+def peer_signalled(previous_failure: Failure | None) -> Verdict | None:
+    """A launcher that received a terminating signal (Slurm's warning before a preemption
+    or the time limit, an scancel) ends the attempt for every node with that signal's
+    code: the job is being stopped, not failing, so no node is lost or replaced and the
+    template requeues the whole allocation. Node 0 may learn it from the peer before its
+    own copy of the signal arrives; without this it took the signalled peer, gone by the
+    next join, for a lost node (exit 1, the node excluded on requeue)."""
+    if previous_failure is None or previous_failure.kind is not FailureKind.SIGNAL:
+        return None
+    signum = exitcodes.signal_by_name(previous_failure.signal)
+    if signum is None:
+        return None
+    name = exitcodes.signal_name(signum)
+    return Verdict(False, exitcodes.for_signal(signum), f"{previous_failure.node} received {name}")
+
+
 def no_progress(reason: str) -> Verdict:
     """The verdict when the progress guard vetoes a cycle that :func:`decide` allowed."""
     return Verdict(False, int(ExitCode.NO_PROGRESS), f"no progress: {reason}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from slurm_ft import exitcodes
 from slurm_ft.exitcodes import ExitCode
 
@@ -32,3 +34,21 @@ def test_signal_names_in_messages():
     assert exitcodes.signal_name(signal.SIGTERM) == "SIGTERM"
     assert exitcodes.signal_name(int(signal.SIGUSR1)) == "SIGUSR1"
     assert exitcodes.signal_name(40) == "signal 40"  # a real-time signal Python has no name for
+
+
+@pytest.mark.parametrize(
+    ("name", "number"),
+    [
+        ("SIGTERM", 15),
+        ("SIGUSR1", 10),
+        ("SIGINT", 2),
+        (None, None),
+        ("", None),
+        ("SIG_DFL", None),
+        ("SIGNOPE", None),
+        ("signal 40", None),
+        ("TERM", None),
+    ],
+)
+def test_signal_by_name_reads_back_what_signal_name_wrote(name, number):
+    assert exitcodes.signal_by_name(name) == number

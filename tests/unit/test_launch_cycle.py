@@ -207,13 +207,28 @@ def test_signal_during_a_cycle_is_forwarded_and_ends_the_job(tmp_path):
     c = Cycle(tmp_path, 2, SLEEP).start()
     wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="both nodes watching")
     c.node(1).signals.deliver(signal.SIGTERM)
-    assert c.finish() == [1, 143]
+    # Node 0 learns it from node 1 before (here: without) its own copy of the signal: the
+    # job is being stopped, so every node ends with 128+N and no node is named lost.
+    assert c.finish() == [143, 143]
     assert "received SIGTERM: forwarding to workers" in c.node(1).events()
     assert "stopped 1 worker(s) with SIGTERM" in c.node(1).events()
-    assert (
-        "stopping: cannot restart: node1 (node 1): launcher received SIGTERM (exit 1)" in c.node(0).events()
-    )
-    assert c.outcome()["first_failure"]["kind"] == "signal"
+    assert "stopping: node1 received SIGTERM (exit 143)" in c.node(0).events()
+    out = c.outcome()
+    assert out["first_failure"]["kind"] == "signal" and out["first_failure"]["signal"] == "SIGTERM"
+    assert (out["exit_code"], out["lost_nodes"]) == (143, [])
+
+
+def test_a_peer_signalled_first_with_spares_names_no_lost_node(tmp_path):
+    # What a preemption looked like on a job with a spare: the signalled peer was gone at
+    # the next join, node 0 retired it as lost (exit 1) and the template excluded it.
+    c = Cycle(tmp_path, 3, SLEEP, **{"launch.spare_nodes": 1}).start()
+    wait_until(lambda: c.in_watch(0) and c.in_watch(1), 10, message="active nodes watching")
+    c.node(1).signals.deliver(signal.SIGTERM)
+    codes = c.finish()
+    assert codes[:2] == [143, 143], codes
+    out = c.outcome()
+    assert (out["exit_code"], out["reason"]) == (143, "node1 received SIGTERM")
+    assert out["lost_nodes"] == [] and out["unhealthy_nodes"] == []
 
 
 def test_signal_between_cycles_ends_at_once(tmp_path):

@@ -145,3 +145,25 @@ def test_next_cycle_continues_from_counter_or_records(tmp_path):
 
 def test_exit_codes_are_the_contract():
     assert int(ExitCode.UNHEALTHY) == 94 and int(ExitCode.NO_PROGRESS) == 93
+
+
+def _failure(kind: FailureKind, signal_name: str | None = None) -> Failure:
+    return Failure(kind=kind, node="node1", node_rank=1, time=0.0, detail="d", signal=signal_name)
+
+
+def test_a_peer_that_received_a_signal_stops_the_attempt_with_its_code():
+    verdict = policy.peer_signalled(_failure(FailureKind.SIGNAL, "SIGUSR1"))
+    assert verdict == policy.Verdict(False, 128 + int(signal.SIGUSR1), "node1 received SIGUSR1")
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        None,
+        _failure(FailureKind.WORKER),
+        _failure(FailureKind.SIGNAL, None),
+        _failure(FailureKind.SIGNAL, "x"),
+    ],
+)
+def test_only_a_signal_failure_that_names_its_signal_is_a_stop(failure):
+    assert policy.peer_signalled(failure) is None
