@@ -206,17 +206,9 @@ class Coordinator:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
         if roster.complete:
             self.nodes = roster.names
-        signalled = policy.peer_signalled(previous)
-        if signalled is not None and previous is not None:
-            return Decision(
-                Action.STOP,
-                cycle,
-                reason=signalled.reason,
-                exit_code=signalled.exit_code,
-                start_time=self.clock(),
-                nodes=self.nodes or roster.names,
-                first_failure=previous.to_json(),
-            )
+        stop = policy.signalled_stop(previous, cycle, self.clock(), self.nodes or roster.names)
+        if stop is not None:
+            return stop
         if self.spares is not None:
             return self._decide_with_spares(i, cycle, roster, previous)
         verdict = roster.verdict(i, self.cfg.settings.launch.max_restarts, previous)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from slurm_ft import exitcodes
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch.rendezvous.protocol import Decision
+from slurm_ft.launch.rendezvous.protocol import Action, Decision
 from slurm_ft.records import Failure, FailureKind
 
 # ----------------------------------------------------------------------- placement
@@ -168,6 +168,25 @@ def peer_signalled(previous_failure: Failure | None) -> Verdict | None:
         return None
     name = exitcodes.signal_name(signum)
     return Verdict(False, exitcodes.for_signal(signum), f"{previous_failure.node} received {name}")
+
+
+def signalled_stop(
+    previous_failure: Failure | None, cycle: int, now: float, nodes: tuple[str, ...]
+) -> Decision | None:
+    """Node 0's decision when :func:`peer_signalled` says stop: no node lost, unhealthy
+    or replaced."""
+    verdict = peer_signalled(previous_failure)
+    if verdict is None or previous_failure is None:
+        return None
+    return Decision(
+        Action.STOP,
+        cycle,
+        reason=verdict.reason,
+        exit_code=verdict.exit_code,
+        start_time=now,
+        nodes=nodes,
+        first_failure=previous_failure.to_json(),
+    )
 
 
 def no_progress(reason: str) -> Verdict:
