@@ -72,8 +72,8 @@ def _launcher(argv: list[str]) -> bool:
 @pytest.mark.parametrize("frozen_rank", ["1", "0"])
 def test_a_frozen_launcher_does_not_hold_the_allocation(slurm_cluster, frozen_rank):
     """Node 1 frozen: node 0 decides (lost launcher), writes the outcome, ends the step.
-    Node 0 frozen: its peer's store watchdog gives up on it and ends the step (no outcome:
-    the batch script goes on with srun's code)."""
+    Node 0 frozen: its peer's store watchdog gives up on it, writes the outcome naming
+    node 0 lost (so the template's exclusion list has it) and ends the step."""
     work = slurm_cluster.workdir("frozen")
     slurm_cluster.write(work / "job.sbatch", BATCH, mode=0o755)
     job = slurm_cluster.sbatch(work / "job.sbatch")
@@ -98,11 +98,9 @@ def _freeze_and_judge(slurm_cluster, work: Path, job, frozen_rank: str) -> None:
     assert fields["JobState"] == "COMPLETED", out
     log = (work / "launcher.log").read_text()
     outcome_file = work / ".slurm_ft" / job.job_id / "outcome.json"
-    if frozen_rank == "1":
-        outcome = json.loads(outcome_file.read_text())
-        assert (outcome["exit_code"], outcome["lost_nodes"]) == (1, [frozen_node]), out
-        assert f"ending the job step: lost launcher on {frozen_node}" in log
-    else:
-        assert not outcome_file.exists()
-        assert "ending the job step: lost launcher on node 0" in log
+    outcome = json.loads(outcome_file.read_text())
+    assert (outcome["exit_code"], outcome["lost_nodes"]) == (1, [frozen_node]), out
+    assert f"ending the job step: lost launcher on {frozen_node}" in log
+    if frozen_rank == "0":
+        assert outcome["reason"].startswith(f"lost node 0 ({frozen_node}): "), outcome
     slurm_cluster.assert_no_user_processes()

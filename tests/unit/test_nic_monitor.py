@@ -125,5 +125,7 @@ def test_settings_turn_the_monitor_on(tmp_path):
     )
     mon = from_settings(on.health, 0.0)
     assert mon is not None and mon.ports == ("mlx5_1/1",)
-    with pytest.raises(config.ConfigError, match=r"health\.nic_monitor_interval: must be > 0, got 0\.0"):
+    with pytest.raises(
+        config.ConfigError, match=r"SLURM_FT_HEALTH_NIC_MONITOR_INTERVAL: must be > 0, got 0\.0"
+    ):
         config.load({"SLURM_FT_HEALTH_NIC_MONITOR_INTERVAL": "0"})
