@@ -20,8 +20,9 @@ counted by the child in shared memory. Atomic writes
 and reads of the state dir are answered, each against a deadline. A stall is a request
 that has been running for longer than ``stall_after`` (the child stamps the start of each
 request in the shared memory), so a slow but answering file system is not taken for a
-dead one. Files on local disks need none of this (see :func:`needs_scribe`): the launcher
-writes them itself, as before.
+dead one. Files on local disks need none of this
+(see :func:`slurm_ft.health.storage.off_local_disk`): the launcher writes them itself, as
+before.
 """
 
 from __future__ import annotations
@@ -59,15 +60,6 @@ def leave_alone() -> frozenset[int]:
     for them (an abandoned one may sit in state D until its mount answers)."""
     with _PIDS_LOCK:
         return frozenset(_PIDS)
-
-
-def needs_scribe(path: str | os.PathLike[str], proc_root: str = "/proc") -> bool:
-    """False when ``path`` (which need not exist yet) is reached through local disk file
-    systems only, by the rule the health check uses to probe a path in-process; True for
-    network, FUSE and unknown file systems, and whenever that cannot be told safely."""
-    from slurm_ft.health import storage
-
-    return not storage.on_local_disk(os.path.abspath(os.fspath(path)), storage.read_mounts(proc_root))
 
 
 class Stalled(Exception):

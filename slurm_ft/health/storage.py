@@ -162,6 +162,14 @@ def local_target(path: str, mounts: Sequence[Mount]) -> str | None:
     return resolved
 
 
+def off_local_disk(path: str | os.PathLike[str], proc_root: str = "/proc") -> bool:
+    """True when ``path`` (which need not exist yet) is reached through a network, FUSE or
+    unknown file system, or when that cannot be told safely: the launcher writes such a
+    path through a child it can abandon (``slurm_ft.scribe``). Here, not in the scribe, so
+    that a launcher whose files are all on local disks never loads the scribe."""
+    return not on_local_disk(os.path.abspath(os.fspath(path)), read_mounts(proc_root))
+
+
 def on_local_disk(path: str, mounts: Sequence[Mount]) -> bool:
     """True when ``path`` (absolute; it need not exist yet) is reached through local disk
     file systems only: its deepest existing ancestor passes :func:`local_target`, and no

@@ -70,9 +70,9 @@ class JobJudge:
         self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
         self.fresh = True  # no look yet in this cycle
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
-            from slurm_ft.scribe import needs_scribe
+            from slurm_ft.health.storage import off_local_disk
 
-            local = not needs_scribe(spec.path)
+            local = not off_local_disk(spec.path)
             period = min(hangs.limits.period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
             read = partial(_progress_mark if local else _bounded_mark, spec)
             on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)

@@ -3,7 +3,7 @@
 The state dir usually lives on the job's shared file system (``$SLURM_SUBMIT_DIR``), and a
 write into an NFS or Lustre mount whose server died never returns: the launcher would then
 neither restart, nor honour SIGTERM, nor exit, and the allocation would be held until the
-time limit. So when the state dir is off local disks (``slurm_ft.scribe.needs_scribe``)
+time limit. So when the state dir is off local disks (``slurm_ft.health.storage.off_local_disk``)
 every file operation here is made by a scribe child and waited for at most ``timeout``
 seconds. On a local disk the launcher makes them itself, exactly as before.
 
@@ -76,9 +76,9 @@ class StateIO:
     def scribed(self) -> bool:
         """Whether the state dir's files go through a scribe child (off local disks)."""
         if self._scribed is None:
-            from slurm_ft.scribe import needs_scribe
+            from slurm_ft.health.storage import off_local_disk
 
-            self._scribed = needs_scribe(self.root)
+            self._scribed = off_local_disk(self.root)
         return self._scribed
 
     def _child(self) -> Scribe:
@@ -320,9 +320,9 @@ def unanswered(root: Path, node: str, timeout: float) -> str | None:
     """Before the launcher touches its state dir at start: a state dir off local disks
     that does not answer a look within ``timeout`` (its nearest existing part is listed by
     a child that is abandoned at the deadline) is named, with the node; else None."""
-    from slurm_ft.scribe import needs_scribe
+    from slurm_ft.health.storage import off_local_disk
 
-    if not needs_scribe(root):
+    if not off_local_disk(root):
         return None
     from slurm_ft.childprobe import Child
     from slurm_ft.health.storage import PROBE_SCRIPT

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from slurm_ft.health.storage import off_local_disk
 from slurm_ft.launch.stateio import StateIO
-from slurm_ft.scribe import leave_alone, needs_scribe
+from slurm_ft.scribe import leave_alone
 from tests.support.waiting import wait_until
 
 TIMEOUT = 0.5
@@ -39,8 +40,8 @@ def io(tmp_path: Path):
 
 
 def test_local_disks_need_no_scribe(tmp_path: Path) -> None:
-    assert not needs_scribe(tmp_path / "not" / "yet")
-    assert needs_scribe("/proc/self/fd")  # not a disk file system
+    assert not off_local_disk(tmp_path / "not" / "yet")
+    assert off_local_disk("/proc/self/fd")  # not a disk file system
 
 
 def test_writes_and_reads_through_the_child(io: StateIO, tmp_path: Path) -> None:

@@ -404,7 +404,7 @@ class AppLog:
         scribe: bool | None = None,
     ) -> None:
         """``scribe``: write the files through a scribe child (see ``scribed.py``); None:
-        for files off local disks (``slurm_ft.scribe.needs_scribe``). ``stall_after``: a
+        for files off local disks (``slurm_ft.health.storage.off_local_disk``). ``stall_after``: a
         write of that child unfinished for this long means its mount stopped answering."""
         self.path = path
         self.rank_width = rank_width
@@ -438,9 +438,9 @@ class AppLog:
     def _needs_scribe(self, path: Path) -> bool:
         if self._use_scribe is not None:
             return self._use_scribe
-        from slurm_ft.scribe import needs_scribe
+        from slurm_ft.health.storage import off_local_disk
 
-        return needs_scribe(path.parent)
+        return off_local_disk(path.parent)
 
     def _scribed_file(self, path: Path, *, raw: bool) -> ScribedFile:
         """A file written by this cycle's scribe child, started with the first such file."""

@@ -44,9 +44,9 @@ def _write_all(fd: int, data: bytes) -> None:
 def _needs_scribe(path: Path, scribe: bool | None) -> bool:
     if scribe is not None:
         return scribe
-    from slurm_ft.scribe import needs_scribe
+    from slurm_ft.health.storage import off_local_disk
 
-    return needs_scribe(path.parent)
+    return off_local_disk(path.parent)
 
 
 class EventLog:

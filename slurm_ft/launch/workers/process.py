@@ -24,6 +24,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -379,10 +380,11 @@ def orphaned_children(self_pid: int) -> list[int]:
 def kill_orphans(self_pid: int, timeout: float = 5.0) -> list[int]:
     """SIGKILL and reap every child left behind (a subreaper inherits escaped grandchildren).
     Reaping waits at most ``timeout``: a child in uninterruptible sleep may never go."""
-    from slurm_ft.scribe import leave_alone  # writers that end on their own (or sit in state D)
-
+    # Scribe children (writers that end on their own, or sit in state D) are left alone;
+    # only a launcher that started one has loaded the scribe module.
+    scribe = sys.modules.get("slurm_ft.scribe")
+    scribes: frozenset[int] = scribe.leave_alone() if scribe is not None else frozenset()
     killed = []
-    scribes = leave_alone()
     for pid in orphaned_children(self_pid):
         if pid in scribes:
             continue
