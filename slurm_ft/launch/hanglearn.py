@@ -108,6 +108,20 @@ def observe(policy: Policy, rhythm: Rhythm, life: float) -> Rhythm:
     return Rhythm(rhythm.started, life, max(rhythm.longest, gap), max(rhythm.cycle_longest, gap))
 
 
+def judged(policy: Policy, rhythm: Rhythm, silence: float) -> Rhythm:
+    """The rhythm after a hang was judged at ``silence``: the open gap counts as seen, so
+    the ledger carries it and the next cycle's limit is ``factor x silence``. A gap that
+    never ended would otherwise teach nothing, and a silent pass longer than the learned
+    limit (an evaluation without output) would be judged a hang in every cycle until the
+    restart budget is spent. The price: a real hang found at a learned limit makes the
+    next cycle wait longer for the next one (never beyond the ceiling)."""
+    if not policy.learning or silence <= 0:
+        return rhythm
+    return replace(
+        rhythm, longest=max(rhythm.longest, silence), cycle_longest=max(rhythm.cycle_longest, silence)
+    )
+
+
 def learned(policy: Policy, longest: float) -> float:
     """The limit for a longest gap: factor x gap within [floor, ceiling] (and never at or
     below the report threshold: a busy peer's unreported quiet must not look silent)."""

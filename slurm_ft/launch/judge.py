@@ -156,6 +156,7 @@ class JobJudge:
             basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
             silent = hang.judge_silence(quiet, timeout, basis)
             if silent is not None:
+                self.silence_rhythm = hanglearn.judged(policy, self.silence_rhythm, min(quiet))
                 return silent
         if self.iterations is None:
             return None
@@ -168,7 +169,11 @@ class JobJudge:
         timeout = hanglearn.limit(ipolicy, self.iteration_rhythm, now)
         if timeout and timeout != math.inf:
             basis = hanglearn.basis(ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
-            return self.iterations.stalled(timeout, basis)
+            stalled = self.iterations.stalled(timeout, basis)
+            if stalled is not None:
+                still = self.iterations.still()
+                self.iteration_rhythm = hanglearn.judged(ipolicy, self.iteration_rhythm, still)
+            return stalled
         return None
 
     def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:

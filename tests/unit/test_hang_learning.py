@@ -105,6 +105,23 @@ def test_the_first_cycle_knows_no_gap_until_after_its_warm_up() -> None:
     assert hanglearn.simulate(DEFAULT, [700.0, 1800.0], start_gap=30.0) == 2530.0
 
 
+def test_a_gap_judged_a_hang_is_carried_so_the_same_silence_is_no_hang_in_the_next_cycle() -> None:
+    """A 10 s trainer whose evaluation is silent for 300 s: judged a hang at 80 s once;
+    the judged gap goes to the ledger, the next cycle's limit is 8 x 80 s = 640 s, and the
+    same evaluation passes (it used to be judged a hang in every cycle: a gap that never
+    ended taught nothing)."""
+    rhythm = hanglearn.begin(0.0, 0.0)
+    for t in range(0, 1000, 10):  # after the warm-up: a line every 10 s
+        rhythm = hanglearn.observe(DEFAULT, rhythm, float(t))
+    assert hanglearn.limit(DEFAULT, rhythm, 1000.0) == 80.0
+    rhythm = hanglearn.judged(DEFAULT, rhythm, 80.0)
+    assert rhythm.cycle_longest == 80.0  # what the ledger keeps of this cycle
+    following = hanglearn.begin(2000.0, rhythm.longest)
+    assert hanglearn.limit(DEFAULT, following, 2000.0 + hanglearn.DEFAULT_WARMUP_S + 1) == 640.0
+    fixed = Policy(0.0, 0.0, 1800.0, 0.0)
+    assert hanglearn.judged(fixed, rhythm, 500.0) == rhythm  # a fixed timeout learns nothing
+
+
 def test_a_slow_step_seen_once_protects_later_cycles() -> None:
     """A 10 s trainer's 10x slower step (100 s) is a hang the first time (8 x 10 s = 80 s:
     the factor is the price of finding hangs within 10 x the interval), never again once
