@@ -31,6 +31,7 @@ from slurm_ft.settingsyntax import (
     StdSpecError,
     check_applog_prefix,
     parse_port_range,
+    parse_preload,
     parse_progress_source,
     parse_section_timeouts,
     parse_signals,
@@ -83,6 +84,9 @@ class LaunchSettings:
     # Start even outside a job step (an salloc shell, a batch script without srun): the
     # user knows this node is the one to run on. Two launchers on one node stay refused.
     allow_outside_step: bool = False
+    # What a standby worker imports while it waits to be the next cycle's worker: auto (the
+    # installed packages the script imports), none (no standbys), or module names.
+    preload: str = "auto"
 
 
 @dataclass
@@ -333,6 +337,10 @@ def validate(settings: Settings) -> None:
                 parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
             except StdSpecError as exc:
                 raise ConfigError(str(exc)) from None
+    try:
+        parse_preload(settings.launch.preload)
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.launch.preload: {exc}") from None
     if not settings.launch.role.strip():
         raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:

@@ -1,5 +1,5 @@
 """The syntax of setting strings: std specs, section timeouts, signal lists, the applog
-prefix rule, port ranges, progress sources (pure, stdlib only).
+prefix rule, port ranges, progress sources, preload lists (pure, stdlib only).
 
 ``config`` checks every setting when it loads and the launcher parses the same strings
 when it runs; both read the rules here, so ``config`` never imports the launcher and the
@@ -199,3 +199,20 @@ def compile_progress_pattern(pattern: str) -> re.Pattern[str]:
     if compiled.groups != 1:
         raise SourceError(f"progress pattern {pattern!r} must have exactly one group (the step)")
     return compiled
+
+
+# ------------------------------------------------------------------ preload lists (standbys)
+
+_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def parse_preload(text: str) -> str:
+    """``auto``, ``none`` or a comma-separated list of module names, normalised (no spaces):
+    what a standby worker imports before it is needed."""
+    words = [w.strip() for w in text.split(",")]
+    if len(words) == 1 and words[0].lower() in ("auto", "none"):
+        return words[0].lower()
+    bad = [w for w in words if not _MODULE_RE.fullmatch(w)]
+    if bad or not words:
+        raise ValueError(f"expected auto, none or module names separated by commas, got {text!r}")
+    return ",".join(words)

@@ -75,6 +75,13 @@ MEANING: dict[str, str] = {
         " plain `srun`: every task a launcher running the whole job); run it with `srun "
         "--ntasks-per-node=1`"
     ),
+    "--preload": (
+        "standby workers: while a cycle trains, one interpreter per local rank imports MODULES "
+        "(comma-separated) and waits; the next cycle's workers are these, so a restart does not "
+        "wait for `import torch`. `auto`: the installed packages the script imports at its top "
+        "level (through its own modules too); `none`: no standbys, every worker starts cold "
+        "(see [warm restarts](#warm-restarts-standby-workers))"
+    ),
     "--applog-prefix": (
         "per-cycle application log `/ABS/job_cycle<N>.log`, every worker line prefixed with its "
         "global rank (see [per-cycle "

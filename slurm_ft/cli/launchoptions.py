@@ -174,6 +174,14 @@ LAUNCHER = OptionGroup(
             "you know this node is the one (else refused: run it with srun)",
             setting="launch.allow_outside_step",
         ),
+        _opt(
+            "--preload",
+            dest="preload",
+            metavar="auto|none|MODULES",
+            help="standby workers import MODULES (comma-separated) while a cycle trains, so the next "
+            "cycle starts warm; auto: the installed packages the script imports; none: no standbys",
+            setting="launch.preload",
+        ),
     ),
 )
 

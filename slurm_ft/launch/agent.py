@@ -46,7 +46,7 @@ from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stateio import StateDirStalled
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
-from slurm_ft.launch.workers.group import CycleWorkers
+from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import FailureKind, node_name
 
@@ -106,6 +106,7 @@ class Agent:
         self._wake = WakePipe()
         self._run_dir = private_run_dir()
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
+        self.standbys = standby_pool(cfg, self._run_dir, events)
 
     @property
     def phase(self) -> Phase:
@@ -135,6 +136,8 @@ class Agent:
                 self.phases.append(Phase.STANDBY)
                 self.ev.event(f"cycle {cycle}: standing by as a spare")
                 self.books.node_processes(self.run, cycle, [])
+                if self.standbys is not None and i < self.launch.max_restarts:
+                    self.standbys.tick(None, 0.0)  # no workers to slow: a spare starts warm
                 end = member.stand_by(i, judge, active)
             else:
                 if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
@@ -207,7 +210,15 @@ class Agent:
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
         self.workers = CycleWorkers.start(
-            cfg, i, cycle, decision, self.ev, self._run_dir, first=first, io=self.books.io
+            cfg,
+            i,
+            cycle,
+            decision,
+            self.ev,
+            self._run_dir,
+            first=first,
+            io=self.books.io,
+            standbys=self.standbys,
         )
         self.books.node_processes(self.run, cycle, self.workers.processes())
         self.books.flush()
@@ -326,6 +337,8 @@ class Agent:
         """Runs on every way out: no worker group, no orphan, survives the launcher."""
         if self.workers is not None:
             self.workers.kill_now()
+        if self.standbys is not None:
+            self.standbys.close()
         self.books.io.close(1.0)
         if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
@@ -418,6 +431,8 @@ def metrics_of(agent: Agent) -> LauncherMetrics:
     monitor = agent.threads.monitor
     ages = monitor.ages() if monitor is not None else {}
     names = run.nodes
+    pool = agent.standbys
+    ready, rss, cpu = pool.cost() if pool is not None else (None, 0, 0.0)
 
     return LauncherMetrics(
         job=job.job_key,
@@ -434,6 +449,10 @@ def metrics_of(agent: Agent) -> LauncherMetrics:
         log_bytes_lost=run.log_lost[1],
         store_values_ignored=len(agent.client.sealer.rejected()) if agent.client is not None else 0,
         peer_heartbeat_age_s=tuple((node_name(names, k), round(age, 1)) for k, age in sorted(ages.items())),
+        standby_ready=ready,
+        standby_rss_bytes=rss,
+        standby_wait_cpu_s=cpu,
+        warm_starts=pool.warm if pool is not None else 0,
     )
 
 

@@ -40,6 +40,11 @@ class LauncherMetrics:
     store_values_ignored: int = 0  # store keys whose values were forged or malformed
     # node 0 only: (peer node name, seconds since its last heartbeat), in node-rank order
     peer_heartbeat_age_s: tuple[tuple[str, float], ...] = ()
+    # standby workers (README: warm restarts); None: this launcher keeps none
+    standby_ready: int | None = None
+    standby_rss_bytes: int = 0
+    standby_wait_cpu_s: float = 0.0
+    warm_starts: int = 0
 
 
 def _label(value: str) -> str:
@@ -102,6 +107,25 @@ def render(m: LauncherMetrics) -> str:
         "Store keys whose values were ignored: forged (not sealed) or not what the protocol allows.",
         [("", m.store_values_ignored)],
     )
+    if m.standby_ready is not None:
+        family(
+            "standby_workers", "gauge", "Standby workers ready for the next cycle.", [("", m.standby_ready)]
+        )
+        family(
+            "standby_resident_bytes",
+            "gauge",
+            "Resident memory of the ready standby workers, together.",
+            [("", m.standby_rss_bytes)],
+        )
+        family(
+            "standby_wait_cpu_seconds",
+            "gauge",
+            "CPU time the ready standby workers used while waiting, together.",
+            [("", round(m.standby_wait_cpu_s, 2))],
+        )
+        family(
+            "warm_starts_total", "counter", "Workers started from a standby worker.", [("", m.warm_starts)]
+        )
     family(
         "peer_heartbeat_age_seconds",
         "gauge",

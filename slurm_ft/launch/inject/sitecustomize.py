@@ -9,23 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-_stack_file = None
-
-
-def _arm() -> None:
-    global _stack_file
-    path = os.environ.get("SLURM_FT_STACK_FILE")
-    signum = os.environ.get("SLURM_FT_STACK_SIGNAL")
-    if not path or not signum:
-        return
-    try:
-        import faulthandler
-
-        _stack_file = open(path, "w")  # noqa: SIM115 - faulthandler writes to it until exit
-        faulthandler.register(int(signum), file=_stack_file, all_threads=True, chain=False)
-    except (OSError, ValueError, RuntimeError):
-        _stack_file = None
-
 
 def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
@@ -41,6 +24,12 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = ours
     finally:
         sys.path[:] = saved
+
+
+def _arm() -> None:
+    from _slurm_ft_stacks import arm  # type: ignore[import-not-found]  # beside this file
+
+    arm()
 
 
 _arm()

@@ -138,3 +138,45 @@ def launcher_vars(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]
 def worker_env(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]:
     """The complete environment of local rank ``local_rank`` in cycle ``cyc``."""
     return {**job.base, **launcher_vars(job, cyc, local_rank)}
+
+
+# The variables that say who a worker is in one cycle (torchrun's, the cycle's files):
+# a standby is started without them and given them when it becomes a cycle's worker. Any
+# other variable that differs means it was built for another job: it is not used.
+CYCLE_VARS = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "ROLE_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT",
+        "TORCHELASTIC_MAX_RESTARTS",
+        "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "TORCHELASTIC_ERROR_FILE",
+        "SLURM_FT_CYCLE",
+        "SLURM_FT_CYCLE_INFO",
+        worker.MONITOR_ENV,
+        STACK_FILE_ENV,
+        NCCL_TRACE_PREFIX_ENV,
+    }
+)
+
+
+def without_cycle_vars(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in CYCLE_VARS}
+
+
+def standby_env(job: JobEnv, nproc_per_node: int, local_rank: int) -> dict[str, str]:
+    """The environment a standby for local rank ``local_rank`` starts with: a worker's,
+    less :data:`CYCLE_VARS` (whatever node rank and cycle it will serve; the job's
+    interpreter settings, ``PYTHONPATH`` with the injected ``sitecustomize`` included)."""
+    unplaced = CycleEnv(Topology(0, 1, nproc_per_node, ""), 0, 0, 0)
+    return without_cycle_vars(worker_env(job, unplaced, local_rank))

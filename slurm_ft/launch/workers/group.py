@@ -23,7 +23,9 @@ from slurm_ft.launch.output.tracebacks import exception_line
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers import process as wk
+from slurm_ft.launch.workers import standby
 from slurm_ft.launch.workers.env import CycleEnv, JobEnv, RankFiles, worker_env
+from slurm_ft.launch.workers.standby import StandbyPool
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.logline import rank_width
 from slurm_ft.records import Failure, FailureKind
@@ -92,6 +94,38 @@ def _specs(
     return specs
 
 
+def standby_pool(cfg: AgentConfig, run_dir: Path, events: EventLog) -> StandbyPool | None:
+    """This launcher's standbys (README: warm restarts), or None, said once, when it keeps
+    none. A job without restarts has no next cycle to keep warm."""
+    launch = cfg.settings.launch
+    why = standby.off_reason(cfg.entry, launch.preload, cfg.cwd)
+    if why is None and launch.max_restarts == 0:
+        why = "no restarts (--max-restarts 0)"
+    if why is not None:
+        events.event(f"standby workers off: {why}")
+        return None
+
+    def placed(local: int) -> standby.Placement:
+        place = cfg.placement.ranks[local] if cfg.placement else None
+        return (
+            standby.Placement(place.cpus, place.mem_node)
+            if place is not None
+            else standby.Placement(None, None)
+        )
+
+    return StandbyPool(
+        job=cfg.job_env(str(run_dir)),
+        interpreter=tuple(cfg.entry.interpreter(cfg.python)),
+        script_argv=(cfg.entry.target, *cfg.entry.args),
+        preload=launch.preload,
+        cwd=cfg.cwd,
+        nproc_per_node=cfg.topo.nproc_per_node,
+        placement=placed,
+        helper=cfg.spawn_helper,
+        say=events.event,
+    )
+
+
 class CycleWorkers:
     def __init__(
         self,
@@ -110,6 +144,8 @@ class CycleWorkers:
         self.files = files
         self.log_lost = (0, 0)  # lines, bytes the cycle log could not take (after stop)
         self.io: StateIO | None = None  # the launcher's bounded state-dir access
+        self.standbys: StandbyPool | None = None  # the next cycle's, started while this one runs
+        self._started = time.monotonic()
 
     @classmethod
     def start(
@@ -123,10 +159,11 @@ class CycleWorkers:
         *,
         first: bool = False,
         io: StateIO | None = None,
+        standbys: StandbyPool | None = None,
     ) -> CycleWorkers:
-        """Spawn the node's workers; a spawn never leaves half a group or an open log behind.
-        ``first``: this launcher's first workers (what a kernel without pidfds changes is
-        said then, once)."""
+        """Spawn the node's workers, from ``standbys`` where they match; a spawn never
+        leaves half a group or an open log behind. ``first``: this launcher's first workers
+        (what a kernel without pidfds changes is said then, once)."""
         topo = cfg.topo
         events.event(
             f"cycle {cycle} (restart {i}/{cfg.settings.launch.max_restarts}): starting {topo.nproc_per_node} "
@@ -141,6 +178,7 @@ class CycleWorkers:
         outs: dict[int, int | None] = {}
         errs: dict[int, int | None] = {}
         log_dir = cfg.settings.applog.log_dir
+        warm_before = standbys.warm if standbys is not None else 0
         try:
             if app is not None:
                 for spec in specs:
@@ -152,7 +190,12 @@ class CycleWorkers:
                         spec.rank, spec.local_rank, routes, rank_dir
                     )
             group = wk.spawn(
-                specs, cwd=cfg.cwd, output_fds=outs or None, error_fds=errs or None, helper=cfg.spawn_helper
+                specs,
+                cwd=cfg.cwd,
+                output_fds=outs or None,
+                error_fds=errs or None,
+                helper=cfg.spawn_helper,
+                adopt=standbys.take if standbys is not None else None,
             )
         except BaseException:
             if app is not None:
@@ -167,8 +210,14 @@ class CycleWorkers:
                 "this kernel gives no pidfds (Linux < 5.3, or a seccomp filter): "
                 f"worker exits are looked for every {wk.EXIT_POLL_S:g} s"
             )
+        if standbys is not None and standbys.warm > warm_before:
+            events.event(
+                f"cycle {cycle}: {standbys.warm - warm_before} of {len(specs)} worker(s) started warm"
+            )
         workers = cls(cfg, cycle, group, app, events, files)
         workers.io = io
+        if standbys is not None and i < cfg.settings.launch.max_restarts:
+            workers.standbys = standbys  # a next cycle can follow this one: keep it warm
         return workers
 
     @property
@@ -176,6 +225,13 @@ class CycleWorkers:
         return self.group.pids
 
     def wait(self, timeout: float, extra_fds: Iterable[int]) -> list[wk.WorkerExit]:
+        if self.standbys is not None:
+            wrote = (
+                {w.rank: hang.bytes_written(w.pid) for w in self.group.running()}
+                if self.standbys.missing
+                else {}
+            )
+            self.standbys.tick(wrote, time.monotonic() - self._started)
         return self.group.wait(timeout, extra_fds=extra_fds)
 
     def all_succeeded(self) -> bool:

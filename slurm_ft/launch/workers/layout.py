@@ -21,11 +21,16 @@ class Entry:
     target: str
     args: tuple[str, ...] = ()
 
+    def interpreter(self, python: str) -> list[str]:
+        """The interpreter and its flags, before the script or ``-m`` (none for a command):
+        a standby worker is started with the same."""
+        return [python, "-u"] if self.kind in ("script", "module") else []
+
     def argv(self, python: str) -> list[str]:
         if self.kind == "script":
-            return [python, "-u", self.target, *self.args]
+            return [*self.interpreter(python), self.target, *self.args]
         if self.kind == "module":
-            return [python, "-u", "-m", self.target, *self.args]
+            return [*self.interpreter(python), "-m", self.target, *self.args]
         return [self.target, *self.args]
 
 

@@ -289,6 +289,46 @@ def pdeathsig_helper(setpriv: str | None) -> tuple[str, ...]:
     return (setpriv, "--pdeathsig", "SIGKILL", "--")
 
 
+def popen(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cwd: str | None,
+    stdout: int | None,
+    stderr: int | None,
+    helper: Sequence[str] = (),
+    cpus: frozenset[int] | None = None,
+    mem_node: int | None = None,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """How every worker process is born, a cold worker or a standby
+    (:mod:`~slurm_ft.launch.workers.standby`): leader of its own session, stdin from
+    /dev/null, no descriptor of the launcher but ``pass_fds``, the parent-death signal
+    set (``helper``, see :func:`pdeathsig_helper`; else a ``preexec_fn``, which also
+    closes the race of a launcher dying before it), and ``cpus``/``mem_node`` inherited
+    from this thread at the fork (:func:`slurm_ft.topology.apply.inherited_by_children`),
+    so it is born placed. Main thread only: the parent-death signal follows the
+    spawning thread."""
+    preexec = None if helper else _make_preexec(os.getpid())
+    with inherited_by_children(cpus, mem_node):
+        return subprocess.Popen(
+            [*helper, *argv],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=preexec,
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+        )
+
+
+# A ready process for a spec (a standby made the worker), or None: start it cold.
+Adopt = Callable[[WorkerSpec, str | None, int | None, int | None], tuple[subprocess.Popen[bytes], int] | None]
+
+
 def spawn(
     specs: Sequence[WorkerSpec],
     *,
@@ -296,38 +336,38 @@ def spawn(
     output_fds: Mapping[int, int | None] | None = None,
     helper: Sequence[str] = (),
     error_fds: Mapping[int, int | None] | None = None,
+    adopt: Adopt | None = None,
 ) -> WorkerGroup:
     """Start the workers; ``output_fds`` maps local rank -> write end for stdout+stderr.
 
     ``error_fds`` gives a worker's stderr its own write end (None: inherited), for
     torchrun's per-stream ``--redirects``/``--tee`` (``AppLog.attach_worker``).
-
-    ``helper`` (see :func:`pdeathsig_helper`) sets the parent-death signal; without one a
-    ``preexec_fn`` does it (and also closes the race of a launcher dying before it).
-    A spec's ``cpus``/``mem_node`` are inherited from this thread at the fork
-    (:func:`slurm_ft.topology.apply.inherited_by_children`), so each worker is born placed.
+    ``adopt`` offers each spec to the standbys first (:meth:`StandbyPool.take`: the
+    process and its pidfd), and what it does not take starts cold through :func:`popen`.
     On a failure part-way (an unexecutable command) the workers already started are killed
     and the error propagates, so a spawn never leaves half a group running.
     """
     group = WorkerGroup()
-    preexec = None if helper else _make_preexec(os.getpid())
     try:
         for spec in specs:
             out = output_fds.get(spec.local_rank) if output_fds else None
             err = error_fds[spec.local_rank] if error_fds and spec.local_rank in error_fds else out
-            with inherited_by_children(spec.cpus, spec.mem_node):
-                proc = subprocess.Popen(
-                    [*helper, *spec.argv],
-                    env=dict(spec.env),
+            ready = adopt(spec, cwd, out, err) if adopt is not None else None
+            if ready is not None:
+                proc, pidfd = ready
+            else:
+                proc = popen(
+                    spec.argv,
+                    spec.env,
                     cwd=cwd,
-                    stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    start_new_session=True,
-                    preexec_fn=preexec,
-                    close_fds=True,
+                    helper=helper,
+                    cpus=spec.cpus,
+                    mem_node=spec.mem_node,
                 )
-            group.workers.append(Worker(spec.local_rank, spec.rank, proc, open_pidfd(proc.pid)))
+                pidfd = open_pidfd(proc.pid)
+            group.workers.append(Worker(spec.local_rank, spec.rank, proc, pidfd))
     except BaseException:
         group.kill_now()
         raise

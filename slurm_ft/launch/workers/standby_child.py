@@ -1,0 +1,279 @@
+"""A standby worker: a fresh interpreter that has already imported what the job's workers
+import, waiting to become one rank's worker of the next cycle (README: warm restarts).
+
+Started by the launcher as ``PYTHON -u standby_child.py FD PRELOAD -- SCRIPT ARGS...``
+with the interpreter, flags, environment (less the cycle's variables), working directory,
+CPU/NUMA placement, session and parent-death signal a cold worker gets. Standard library
+only, and never ``from __future__``: the workers' interpreter need not have slurm-ft
+installed, and the script is compiled here without inheriting anything of this module.
+
+The conversation on FD (a stream socket to the launcher):
+
+* the standby sends ``R`` + JSON ``{"seconds", "modules"}`` once its preloads are
+  imported, or ``F`` + JSON ``{"module", "error"}`` when one failed (and then exits 3:
+  half an imported package is not something to run a trainer on);
+* the launcher sends one byte ``A`` with three descriptors attached: the worker's stdout
+  and stderr, and a memfd holding JSON ``{"argv", "env", "cwd"}``. Then the standby
+  becomes the worker: the descriptors replace 1 and 2, the environment and directory
+  become the cycle's, the stack dump is armed as ``sitecustomize`` arms it in a cold
+  worker, and the script runs as ``__main__`` as ``python -u SCRIPT`` would run it;
+* the launcher closing the socket instead means "not needed": the standby exits 0.
+"""
+
+import ast
+import atexit
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from types import TracebackType
+
+EXIT_PRELOAD_FAILED = 3
+LOCAL_MODULES_MAX = 200  # the script's own modules read for their imports, at most
+HERE = os.path.abspath(__file__)
+
+
+def _path0(argv0: str) -> str:
+    """``sys.path[0]`` for ``python SCRIPT``: the directory of the script, links resolved."""
+    return os.path.dirname(os.path.realpath(argv0))
+
+
+def _set_path0(argv0: str) -> None:
+    # This file's own directory was put first; with -P/PYTHONSAFEPATH nothing was.
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path[0] = _path0(argv0)
+
+
+# ---------------------------------------------------------------- what to preload
+
+
+def _top_level_imports(tree: ast.Module, package: str | None) -> list[str]:
+    """Absolute names of what a module imports at its top level (``from a import b``
+    gives ``a`` and ``a.b``: b may be a submodule)."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0:
+            base = node.module or ""
+        elif package is not None:
+            parts = package.split(".")
+            kept = parts[: len(parts) - node.level + 1]
+            if not kept:
+                continue
+            base = ".".join([*kept, node.module] if node.module else kept)
+        else:
+            continue
+        if base:
+            names.append(base)
+            names.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return names
+
+
+def _local_file(root: str, name: str) -> str | None:
+    """The file of module ``name`` under the script's directory, or None."""
+    stem = os.path.join(root, *name.split("."))
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _parsed(path: str) -> ast.Module | None:
+    try:
+        with open(path, "rb") as fh:
+            return ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _installed(top: str) -> bool:
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "__future__":
+        return False
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def auto_modules(script: str) -> list[str]:
+    """The installed packages the script imports at its top level, directly or through
+    its own modules (those are read, never imported): what every worker imports before
+    its first step. The script's own modules are never preloaded, so an edit between two
+    cycles is still picked up; nor is the standard library (cheap: nothing to win)."""
+    root = _path0(script)
+    first = _parsed(script)
+    if first is None:
+        return []
+    found: list[str] = []
+    read: set[str] = set()
+    queue: list[tuple[ast.Module, str | None]] = [(first, None)]
+    while queue:
+        tree, package = queue.pop(0)
+        for name in _top_level_imports(tree, package):
+            top = name.split(".")[0]
+            if _local_file(root, top) is None:
+                if top not in found and _installed(top):
+                    found.append(top)
+                continue
+            parts = name.split(".")
+            for depth in range(1, len(parts) + 1):
+                module = ".".join(parts[:depth])
+                path = _local_file(root, module)
+                if path is None or path in read or len(read) >= LOCAL_MODULES_MAX:
+                    continue
+                read.add(path)
+                tree_of = _parsed(path)
+                if tree_of is not None:
+                    is_package = os.path.basename(path) == "__init__.py"
+                    queue.append((tree_of, module if is_package else module.rpartition(".")[0] or None))
+    return found
+
+
+def _preload(spec: str, script: str) -> list[str]:
+    """Import the preload list; on a failure tell the launcher and exit."""
+    if spec == "none":
+        return []
+    names = auto_modules(script) if spec == "auto" else [n for n in spec.split(",") if n]
+    done: list[str] = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # anything a package raises at import
+            _send(b"F", {"module": name, "error": f"{type(exc).__name__}: {exc}"})
+            os._exit(EXIT_PRELOAD_FAILED)
+        done.append(name)
+    return done
+
+
+# ---------------------------------------------------------------- the conversation
+
+
+class _Control:
+    sock: socket.socket | None = None
+
+
+def _send(kind: bytes, body: dict[str, object]) -> None:
+    assert _Control.sock is not None
+    try:
+        _Control.sock.sendall(kind + json.dumps(body).encode())
+    except OSError:
+        pass
+
+
+def _wait_for_activation() -> tuple[int, int, dict[str, object]] | None:
+    """(stdout fd, stderr fd, payload) of the activation, or None when not needed."""
+    assert _Control.sock is not None
+    try:
+        msg, fds, _flags, _addr = socket.recv_fds(_Control.sock, 1, 3)
+    except OSError:
+        return None
+    if msg != b"A" or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    out, err, payload = fds
+    with os.fdopen(payload, "rb") as fh:
+        body = json.loads(fh.read())
+    return out, err, body
+
+
+def _become(out: int, err: int, body: dict[str, object]) -> None:
+    """The worker's descriptors, environment, directory and stack dump."""
+    assert _Control.sock is not None
+    _Control.sock.close()
+    for fd, target in ((out, 1), (err, 2)):
+        os.dup2(fd, target)
+    for fd in {out, err} - {1, 2}:
+        os.close(fd)
+    cwd, env, argv = body.get("cwd"), body["env"], body["argv"]
+    assert isinstance(env, dict) and isinstance(argv, list)
+    if isinstance(cwd, str) and cwd:
+        os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        import _slurm_ft_stacks  # type: ignore[import-not-found]  # on PYTHONPATH (inject/)
+    except ImportError:
+        pass
+    else:
+        _slurm_ft_stacks.arm()
+    sys.argv[:] = [str(a) for a in argv]
+
+
+# ---------------------------------------------------------------- running the script
+
+
+class _Ended:
+    by_interrupt = False
+
+
+def _exit_by_sigint() -> None:
+    """Registered first, so it runs last at exit: a KeyboardInterrupt that ended the script
+    ends the process by SIGINT, as it ends a cold ``python`` (after threads and atexit)."""
+    if _Ended.by_interrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _without_own_frames(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_frame.f_code.co_filename == HERE:
+        tb = tb.tb_next
+    return tb
+
+
+def _run_script(argv0: str) -> None:
+    """``argv0`` as ``__main__``, with the module attributes ``python -u SCRIPT`` gives."""
+    import builtins
+    import types
+    from importlib.machinery import SourceFileLoader
+
+    path = argv0 if os.path.isabs(argv0) else os.path.join(os.getcwd(), argv0)
+    _set_path0(argv0)
+    main = types.ModuleType("__main__")
+    main.__annotations__ = {}
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__file__ = path
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = SourceFileLoader("__main__", path)
+    with open(argv0, "rb") as fh:
+        source = fh.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
+
+
+def main() -> None:
+    fd, preload, script_argv = int(sys.argv[1]), sys.argv[2], sys.argv[4:]
+    _Control.sock = socket.socket(fileno=fd)
+    sys.argv[:] = script_argv  # what a module reading sys.argv at import sees in the worker
+    _set_path0(script_argv[0])
+    start = time.monotonic()
+    modules = _preload(preload, script_argv[0])
+    _send(b"R", {"seconds": round(time.monotonic() - start, 3), "modules": modules})
+    activation = _wait_for_activation()
+    if activation is None:
+        os._exit(0)
+    _become(*activation)
+    atexit.register(_exit_by_sigint)
+    try:
+        _run_script(sys.argv[0])
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the script's uncaught exception, shown as Python shows it
+        tb = _without_own_frames(exc.__traceback__)
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        _Ended.by_interrupt = isinstance(exc, KeyboardInterrupt)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
