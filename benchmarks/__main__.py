@@ -59,9 +59,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--readme",
         action="store_true",
-        help="measure nothing: rewrite README.md's benchmark block from the results JSON",
+        help="measure nothing: rewrite the benchmark table of docs/benchmarks.md and the "
+        "README's headline rows from the results JSON",
     )
-    p.add_argument("--readme-path", type=Path, default=harness.REPO / "README.md", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--readme-path", type=Path, default=harness.REPO / "docs" / "benchmarks.md", help=argparse.SUPPRESS
+    )
+    p.add_argument("--landing-path", type=Path, default=harness.REPO / "README.md", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -136,11 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     out = default_out(args)
     if args.readme:
         try:
-            render(out, args.readme_path)
+            render(out, args.readme_path, args.landing_path)
         except RenderError as exc:
             print(f"python -m benchmarks: {exc}", file=sys.stderr)
             return 2
-        print(f"rewrote the benchmark block of {args.readme_path} from {out}", file=sys.stderr)
+        print(
+            f"rewrote the benchmark tables of {args.readme_path} and {args.landing_path} from {out}",
+            file=sys.stderr,
+        )
         return 0
     doc = measure(args, select(args.only))
     out.parent.mkdir(parents=True, exist_ok=True)

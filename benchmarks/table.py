@@ -88,7 +88,7 @@ def _md_escape(text: str) -> str:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    """The README block: machine, date, how to reproduce, then the table."""
+    """The docs' benchmark block: machine, date, how to reproduce, then the table."""
     machine = doc.get("machine", {})
     lines = [
         f"Measured {doc.get('date')} on {one_line(machine)}{' (quick subset)' if doc.get('quick') else ''}.",

@@ -1,7 +1,9 @@
-"""Rewrite the torchrun / ft_launcher compatibility table of README.md from slurm_ft.compat.
+"""Rewrite the torchrun / ft_launcher compatibility table of the docs
+(docs/reference/compat.md) from slurm_ft.compat.
 
-Usage: python scripts/lib/render_compat.py [README.md]
-A unit test renders the same block and compares, so the README cannot drift from the code.
+Usage: python scripts/lib/render_compat.py [docs/reference/compat.md]
+(scripts/lib/render_docs.py renders every generated part of the docs at once.)
+A unit test renders the same block and compares, so the docs cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from slurm_ft.compat import table
 
 
 def main() -> int:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference/compat.md")
     try:
         path.write_text(table.render_into(path.read_text()))
     except ValueError as exc:

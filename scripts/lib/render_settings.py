@@ -1,7 +1,9 @@
-"""Rewrite the settings table of README.md from slurm_ft.config, never by hand.
+"""Rewrite the settings table of the docs (docs/reference/settings.md) from slurm_ft.config,
+never by hand.
 
-Usage: python scripts/lib/render_settings.py [README.md]
-A unit test renders the same block and compares, so the README cannot drift from the code.
+Usage: python scripts/lib/render_settings.py [docs/reference/settings.md]
+(scripts/lib/render_docs.py renders every generated part of the docs at once.)
+A unit test renders the same block and compares, so the docs cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ def settings_table() -> str:
 def render(text: str) -> str:
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
-        raise SystemExit(f"README.md: the markers {START} ... {END} are missing")
+        raise SystemExit(f"the markers {START} ... {END} are missing")
     return text[: start + len(START)] + "\n" + settings_table() + text[end:]
 
 
 def main() -> int:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference/settings.md")
     path.write_text(render(path.read_text()))
     return 0
 

@@ -1,9 +1,11 @@
-"""The meaning column of the README's slurm-ft-launch option table, one entry per option.
+"""The meaning column of the docs' slurm-ft-launch option table, one entry per option.
 
 The rest of each row (spellings, settings key and variable, default) comes from the option
 table (:mod:`slurm_ft.cli.launchoptions`) and the settings' defaults (:mod:`slurm_ft.config`),
 as ``--help`` does: :func:`readme_table` renders the table and a unit test compares it with
-the README, so the two cannot disagree. Loaded only to render or test the README.
+docs/reference/slurm-ft-launch.md, so the two cannot disagree; the man page reads the same
+meanings (:mod:`slurm_ft.cli.refdocs`). Loaded only to render or test the docs. Links are
+relative to docs/reference/.
 """
 
 from __future__ import annotations
@@ -55,16 +57,16 @@ MEANING: dict[str, str] = {
         "with the retryable exit 1"
     ),
     "--forward-signals": "signals forwarded to every worker group; each ends the launcher with 128+N",
-    "--state-dir": "job state (see below)",
+    "--state-dir": "job state ([state dir](state-dir.md))",
     "--config": "YAML settings file",
     "--prom-file": (
         "Prometheus textfile metrics of this launcher (for node_exporter's textfile collector), "
         "written atomically on change and at most once a second; see [launcher "
-        "metrics](#launcher-metrics---prom-file)"
+        "metrics](metrics.md#launcher-metrics---prom-file)"
     ),
     "--dry-run": (
         "print the topology and the exact worker commands and environments (every variable the "
-        "launcher sets, see [worker environment](#worker-environment)); start nothing, bind "
+        "launcher sets, see [worker environment](worker-environment.md)); start nothing, bind "
         "nothing, import no torch; exit 0"
     ),
     "--allow-outside-step": (
@@ -80,12 +82,12 @@ MEANING: dict[str, str] = {
         "(comma-separated) and waits; the next cycle's workers are these, so a restart does not "
         "wait for `import torch`. `auto`: the installed packages the script imports at its top "
         "level (through its own modules too); `none`: no standbys, every worker starts cold "
-        "(see [warm restarts](#warm-restarts-standby-workers))"
+        "(see [warm restarts](../guides/warm-restarts.md))"
     ),
     "--applog-prefix": (
         "per-cycle application log `/ABS/job_cycle<N>.log`, every worker line prefixed with its "
         "global rank (see [per-cycle "
-        "logs](#logs-per-cycle-application-logs-and-the-launcher-log)); must be absolute"
+        "logs](../guides/cycle-logs.md)); must be absolute"
     ),
     "--applog-per-node": (
         "one file per node and cycle (`job_cycle<N>.node<K>.log`), for file systems without atomic append"
@@ -112,16 +114,14 @@ MEANING: dict[str, str] = {
     "--progress-source": (
         "where the no-progress guard reads progress: `file:`, `checkpoint-dir:` or "
         "`iteration-file:` "
-        "([progress](#progress-stop-restart-and-requeue-loops-that-make-no-progress)); none: the "
+        "([progress](../guides/progress.md)); none: the "
         "guard is off"
     ),
     "--progress-pattern": "`checkpoint-dir:` entry names with one group, the step",
     "--checkpoint-iteration-file": "same as `--progress-source iteration-file:FILE`",
     "--max-no-progress-cycles": "stop (93) after this many cycles in a row without progress",
     "--min-progress-iterations": "how far the iteration must move to count as progress",
-    "--health-checks": (
-        "checks run before each join ([health check](#node-health-check-slurm-ft-healthcheck))"
-    ),
+    "--health-checks": ("checks run before each join ([health check](../guides/health-checks.md))"),
     "--nics": "NICs that must be up",
     "--paths": "paths that must answer (`%n` = node name)",
     "--nic-mode": (
@@ -132,7 +132,7 @@ MEANING: dict[str, str] = {
     ),
     "--numa-binding": (
         "CPU (and memory) binding of each worker by its GPU's NUMA node, torchrun's modes "
-        "([placement](#placement-numa-binding-nic-affinity-nic-monitoring))"
+        "([placement](../guides/placement.md))"
     ),
     "--nic-affinity": "`NCCL_IB_HCA` / `UCX_NET_DEVICES` per worker: the RDMA port(s) nearest its GPU",
     "--nic-monitor": "watch the `--nics` ports while workers run; a port that goes down is an event",
@@ -140,7 +140,7 @@ MEANING: dict[str, str] = {
     "--nic-monitor-fatal": "a port that goes down, flaps or vanishes fails this node and ends the cycle",
     "--spare-nodes": (
         "of the job's nodes, K stand by and take the node rank of a lost, unhealthy or suspect "
-        "node in the next cycle, without a requeue ([spare nodes](#spare-nodes)); world size = "
+        "node in the next cycle, without a requeue ([spare nodes](../guides/spare-nodes.md)); world size = "
         "(nodes − K) × nproc"
     ),
     "--segment": (
@@ -152,7 +152,7 @@ MEANING: dict[str, str] = {
     ),
     "--hang-timeout": (
         "a hang: no worker of the **whole job** wrote anything (or heart-beat) for S seconds; `0`"
-        " off ([hangs](#hangs-found-kept-restarted))"
+        " off ([hangs](../guides/hangs.md))"
     ),
     "--hang-iteration-timeout": (
         "a hang: the checkpoint iteration (`--checkpoint-iteration-file`) did not advance for S seconds"
@@ -160,7 +160,7 @@ MEANING: dict[str, str] = {
     "--hang-safety-factor": (
         "learned timeouts: a hang at F × the longest gap between the job's signs of life (per cycle, "
         "kept in the ledger), within `--hang-learned-floor` and `--hang-timeout`; `0`: the fixed "
-        "`--hang-timeout` alone ([hangs](#hangs-found-kept-restarted))"
+        "`--hang-timeout` alone ([hangs](../guides/hangs.md))"
     ),
     "--hang-learned-floor": "a learned timeout is never below S seconds",
     "--hang-initial-timeout": (
@@ -244,7 +244,7 @@ def readme_rows() -> list[str]:
 
 
 def render_into(text: str) -> str:
-    """``text`` (the README) with the table between the markers rendered afresh."""
+    """``text`` (the reference page) with the table between the markers rendered afresh."""
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
         raise ValueError(f"the markers {START} ... {END} are missing")

@@ -667,7 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(run it under 'srun --ntasks-per-node=1').",
         allow_abbrev=False,
         epilog="torchrun's other flags and NVIDIA ft_launcher's --ft-* options (and --ft-cfg-path) "
-        "are accepted too; the README's compatibility table says what each one does here.",
+        "are accepted too; the compatibility table of the docs (reference/compat) says what each "
+        "one does here.",
     )
     defaults = setting_defaults()
     for group in GROUPS:

@@ -1,7 +1,8 @@
 """The compatibility table: every torchrun and ft_launcher option, what it does here.
 
-The README's table is rendered from this data (``python scripts/lib/render_compat.py``)
-and a unit test parses every option in it, so table, parser and README cannot drift.
+The docs' table (docs/reference/compat.md) is rendered from this data
+(``python scripts/lib/render_docs.py``) and a unit test parses every option in it, so
+table, parser and docs cannot drift.
 """
 
 from __future__ import annotations

@@ -391,7 +391,7 @@ def announce_auth(cfg: AgentConfig, events: EventLog) -> None:
     else:
         events.event(
             f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
-            f"reach its port can stop or restart this job; set {SECRET_ENV} (README: security)"
+            f"reach its port can stop or restart this job; set {SECRET_ENV} (docs: guides/security.md)"
         )
 
 

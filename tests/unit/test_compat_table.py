@@ -1,7 +1,7 @@
-"""Every option of the README's compatibility table, in every spelling, through the parser.
+"""Every option of the docs' compatibility table, in every spelling, through the parser.
 
-Table-driven from slurm_ft.compat.table, the data the README block is rendered from: a
-row added without an example here fails, and so does a README that drifted.
+Table-driven from slurm_ft.compat.table, the data docs/reference/compat.md is rendered
+from: a row added without an example here fails, and so does a page that drifted.
 """
 
 from __future__ import annotations
@@ -184,5 +184,5 @@ def test_every_ft_option_has_an_example_or_is_unsupported() -> None:
 
 
 def test_readme_table_is_rendered_from_the_data() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert table.render_into(readme) == readme, "run: python scripts/lib/render_compat.py README.md"
+    page = (REPO / "docs" / "reference" / "compat.md").read_text()
+    assert table.render_into(page) == page, "run: python scripts/lib/render_docs.py"

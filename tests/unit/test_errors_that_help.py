@@ -110,9 +110,9 @@ def test_abbreviations_are_refused_by_every_command(clean, capsys):
     assert "did you mean --state-dir?" in capsys.readouterr().err
 
 
-def test_the_readme_says_what_the_errors_say(clean, capsys):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    settings = readme.split("\n## Settings\n", 1)[1].split("<!-- SETTINGS:START -->", 1)[0]
+def test_the_docs_say_what_the_errors_say(clean, capsys):
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md").read_text()
+    settings = page.split("# Settings\n", 1)[1].split("<!-- SETTINGS:START -->", 1)[0]
     prose = " ".join(settings.split())
     cfg = clean / "run.yaml"
     cfg.write_text("slurm_ft:\n  launch:\n    max_restarts: three\n")

@@ -1,5 +1,5 @@
 """slurm-ft-launch --help (issue 32, item 6): right, readable, grouped, every default named,
-and the README's option table rendered from the same data, so the two cannot disagree."""
+and the docs' option table rendered from the same data, so the two cannot disagree."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from slurm_ft import config
 from slurm_ft.cli import launchdocs, launchoptions
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "slurm-ft-launch.md"
+CYCLE_LOGS = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cycle-logs.md"
 
 
 def helps() -> dict[str, str]:
@@ -67,19 +68,17 @@ def test_defaults_the_issue_found_missing_are_named(name):
     assert "(default " in helps()[name]
 
 
-def test_help_is_grouped_like_the_readme():
+def test_help_is_grouped_like_the_docs():
     text = launchoptions.build_parser().format_help()
     for group in launchoptions.GROUPS:
         assert f"\n{group.title}:\n" in text, group.title
     assert "--nproc_per_node" not in text  # torchrun's spellings work but are not listed twice
 
 
-def test_readme_option_table_is_rendered_from_the_options():
-    readme = README.read_text()
-    assert launchdocs.render_into(readme) == readme, (
-        "run: python scripts/lib/render_launch_options.py README.md"
-    )
-    table = readme.split(launchdocs.START, 1)[1].split(launchdocs.END, 1)[0]
+def test_docs_option_table_is_rendered_from_the_options():
+    page = REFERENCE.read_text()
+    assert launchdocs.render_into(page) == page, "run: python scripts/lib/render_docs.py"
+    table = page.split(launchdocs.START, 1)[1].split(launchdocs.END, 1)[0]
     text = helps()
     for row in table.strip().splitlines()[2:]:
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
@@ -90,12 +89,12 @@ def test_readme_option_table_is_rendered_from_the_options():
 
 
 def test_the_logs_section_table_agrees_with_the_options_on_defaults():
-    """The README's second table of launcher options (Logs) is prose, but its defaults are
+    """The per-cycle logs guide's table of launcher options is prose, but its defaults are
     the options' own."""
     from slurm_ft.cli.launchoptions import GROUPS, setting_defaults, shown_default
 
-    readme = README.read_text()
-    section = readme.split("\n## Logs: per-cycle", 1)[1].split("\n### Options\n", 1)[1].split("\n### ", 1)[0]
+    page = CYCLE_LOGS.read_text()
+    section = page.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
     options = {f: o for g in GROUPS for o in g.options for f in o.flags}
     defaults = setting_defaults()
     checked = 0
