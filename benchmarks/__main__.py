@@ -33,6 +33,7 @@ FIGURES: dict[str, tuple[int, str]] = {
     "hang": (7, "benchmarks.hang_detection"),
     "spares": (8, "benchmarks.replacement_latency"),
     "logs": (9, "benchmarks.logs_throughput"),
+    "warm": (10, "benchmarks.warm_restart"),
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
