@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -96,6 +97,12 @@ def test_sigkill_of_an_active_launcher_moves_its_rank_to_the_spare_and_training_
     assert "resumed from iteration" in log
     for rank in range(3):
         assert f"{rank}: rank {rank}: finished at step 40" in log, log[-2000:]
+    # The spare kept a standby (issue 27): the replaced node's rank started warm there, as
+    # did the ranks that stayed where they were.
+    for node in ("node4", "node1", "node3"):
+        assert re.search(
+            rf"{node} slurm-ft-launch: cycle {result['last_cycle']}: 1 of 1 worker\(s\) started warm", out
+        ), out
     slurm_cluster.assert_no_user_processes()
 
 

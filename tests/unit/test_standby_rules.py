@@ -113,7 +113,8 @@ def test_preload_syntax_refuses(text):
 def test_auto_finds_installed_packages_through_the_scripts_own_modules(tmp_path):
     (tmp_path / "train.py").write_text(
         "import os\nimport yaml\nfrom model import net\nfrom data.loader import Loader\n"
-        "if __name__ == '__main__':\n    import pytest\n"
+        "def main():\n    import iniconfig\ndef never_called():\n    import no_such_pkg_abc\n"
+        "if __name__ == '__main__':\n    import pytest\n    main()\n"
     )
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "__init__.py").write_text("from .net import Net\n")
@@ -124,12 +125,23 @@ def test_auto_finds_installed_packages_through_the_scripts_own_modules(tmp_path)
         "from ..model import net\nimport no_such_pkg_xyz\nimport pluggy\n"
     )
     found = auto_modules(str(tmp_path / "train.py"))
-    # the local packages are read, never listed; stdlib and missing ones are left out; the
-    # import under `if __name__` is not at the top level
-    assert found == ["yaml", "_pytest", "pluggy"]
+    # the local packages are read, never listed; stdlib and missing ones are left out; what
+    # runs at the top level counts (the `if __name__` block, the main() it calls), a
+    # function nobody calls there does not
+    assert found == ["yaml", "pytest", "iniconfig", "_pytest", "pluggy"]
     assert "model" not in sys.modules
 
 
 def test_auto_of_a_script_that_does_not_parse_is_nothing(tmp_path):
     (tmp_path / "bad.py").write_text("import (\n")
     assert auto_modules(str(tmp_path / "bad.py")) == []
+
+
+def test_auto_adds_what_ddp_imports_on_first_use(tmp_path):
+    (tmp_path / "t.py").write_text(
+        "def main():\n    import torch\n    m = torch.nn.parallel.DistributedDataParallel(None)\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert auto_modules(str(tmp_path / "t.py")) == ["torch", "torch._dynamo"]
+    (tmp_path / "u.py").write_text("import torch\nx = torch.zeros(1)\n")
+    assert auto_modules(str(tmp_path / "u.py")) == ["torch"]
