@@ -18,6 +18,7 @@ and checkpoint load (stamped by the trainer, the slowest rank's), shown on their
 from __future__ import annotations
 
 import argparse
+import re
 import uuid
 from pathlib import Path
 
@@ -30,7 +31,8 @@ FIGURE = 10
 SCRIPT = WORKERS / "warm_ddp.py"
 NNODES, NPROC = 2, 2
 VICTIM = 3  # node 1, local rank 1
-SAMPLES: dict[str, list[float]] = {"ours-warm": [], "ours-cold": [], "torchrun": []}
+SAMPLES: dict[str, list[float]] = {"ours-warm": [], "ours-cold": [], "torchrun": [], "rss": []}
+RSS = re.compile(r"standby for local rank \d+ ready in [\d.]+ s \(.*, RSS (\d+) MiB\)")
 
 
 def measure(directory: Path, key: str) -> float:
@@ -69,6 +71,8 @@ def ours_once(ctx: Context, warm: bool) -> float:
     for (_, env), log in zip(cmds, logs, strict=True):
         env["SLURM_FT_APPLOG_LAUNCHER_LOG"] = str(log)
     launchers.run_agents(ctx, cmds, directory.parent / f"{directory.name}.log", timeout=300)
+    for log in logs if warm else ():
+        SAMPLES["rss"].extend(float(m.group(1)) for m in RSS.finditer(log.read_text()))
     return measure(directory, "ours-warm" if warm else "ours-cold")
 
 
@@ -152,6 +156,14 @@ def run(ctx: Context, runs: int | None = None) -> list[Row]:
             overhead,
             None,
             [Target("max", 0.5)],
+        ),
+        Row(
+            FIGURE,
+            "  resident memory of one standby (torch and what DDP imports on first use)",
+            "MiB",
+            summarize(SAMPLES["rss"]) if SAMPLES["rss"] else None,
+            None,
+            note="from the launcher log's ready line; CPU while waiting: none (test_standby_workers)",
         ),
     ]
 
