@@ -228,7 +228,7 @@ def test_auto_preloads_the_installed_packages_the_script_imports_never_its_own(t
     )
     assert proc.returncode == 0, proc.stderr
     assert re.search(
-        r"standby for local rank 0 ready in [\d.]+ s \(preloaded yaml, RSS \d+ MiB\)", proc.stderr
+        r"standby for local rank 0 ready in [\d.]+ s \(preloaded tests, yaml, RSS \d+ MiB\)", proc.stderr
     ), proc.stderr
     assert "cycle 1: 1 of 1 worker(s) started warm" in proc.stderr
     cold = json.loads((tmp_path / "job_cycle0.log").read_text().splitlines()[0].split(": ", 1)[1])

@@ -232,6 +232,8 @@ class CycleWorkers:
                 else {}
             )
             self.standbys.tick(wrote, time.monotonic() - self._started)
+            if self.standbys.missing or self.standbys.settling:  # look again soon: start them, hear them
+                timeout = min(timeout, standby.LOOK_S)
         return self.group.wait(timeout, extra_fds=extra_fds)
 
     def all_succeeded(self) -> bool:

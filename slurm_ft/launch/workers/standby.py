@@ -22,9 +22,7 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -96,23 +94,33 @@ def past_start_up(wrote: Mapping[int, int | None], age: float) -> bool:
     return age >= START_AFTER_S or (bool(wrote) and all(n for n in wrote.values()))
 
 
-@dataclass
 class Standby:
-    """One waiting interpreter and what it was built with."""
+    """One waiting interpreter and what it was built with. (Plain classes here, not
+    dataclasses: this module loads on every launch's start, where defining a dataclass
+    costs about a millisecond.)"""
 
-    local_rank: int
-    proc: subprocess.Popen[bytes]
-    pidfd: int
-    control: socket.socket
-    output: int  # read end of its stdout+stderr, until it becomes a worker
-    env: dict[str, str]
-    place: Placement
-    started: float  # monotonic
-    ready: float | None = None  # seconds its preloads took, once it said so
-    modules: tuple[str, ...] = ()
-    failed: str | None = None  # what it said before exiting, when a preload failed
-    cpu_at_ready: float | None = None
-    said: bytes = b""
+    def __init__(
+        self,
+        local_rank: int,
+        proc: subprocess.Popen[bytes],
+        pidfd: int,
+        control: socket.socket,
+        output: int,
+        env: dict[str, str],
+        place: Placement,
+    ) -> None:
+        self.local_rank = local_rank
+        self.proc = proc
+        self.pidfd = pidfd
+        self.control = control
+        self.output = output  # read end of its stdout+stderr, until it becomes a worker
+        self.env = env
+        self.place = place
+        self.ready: float | None = None  # seconds its preloads took, once it said so
+        self.modules: tuple[str, ...] = ()
+        self.failed: str | None = None  # what it said before exiting, when a preload failed
+        self.cpu_at_ready: float | None = None
+        self.said = b""
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -124,7 +132,6 @@ class Standby:
         self.output = self.pidfd = -1
 
 
-@dataclass
 class StandbyPool:
     """This launcher's standbys, one per local rank at most.
 
@@ -132,18 +139,31 @@ class StandbyPool:
     cycle's workers are past their start-up; ``take`` (from the spawn) makes one a worker;
     ``close`` ends the waiting ones."""
 
-    job: JobEnv
-    interpreter: tuple[str, ...]  # python and flags, as a cold start has them
-    script_argv: tuple[str, ...]
-    preload: str
-    cwd: str
-    nproc_per_node: int
-    placement: Callable[[int], Placement]
-    helper: tuple[str, ...]
-    say: Callable[[str], None]
-    waiting: dict[int, Standby] = field(default_factory=dict)
-    warm: int = 0  # workers started from a standby, over the launcher's life
-    broken: str | None = None  # a preload failed: no more standbys (said once)
+    def __init__(
+        self,
+        *,
+        job: JobEnv,
+        interpreter: tuple[str, ...],  # python and flags, as a cold start has them
+        script_argv: tuple[str, ...],
+        preload: str,
+        cwd: str,
+        nproc_per_node: int,
+        placement: Callable[[int], Placement],
+        helper: tuple[str, ...],
+        say: Callable[[str], None],
+    ) -> None:
+        self.job = job
+        self.interpreter = interpreter
+        self.script_argv = script_argv
+        self.preload = preload
+        self.cwd = cwd
+        self.nproc_per_node = nproc_per_node
+        self.placement = placement
+        self.helper = helper
+        self.say = say
+        self.waiting: dict[int, Standby] = {}
+        self.warm = 0  # workers started from a standby, over the launcher's life
+        self.broken: str | None = None  # a preload failed: no more standbys (said once)
 
     # ----------------------------------------------------------- starting
 
@@ -195,9 +215,7 @@ class StandbyPool:
             os.close(write_end)
         parent.setblocking(False)
         os.set_blocking(read_end, False)
-        standby = Standby(
-            local, proc, wk.open_pidfd(proc.pid), parent, read_end, env, place, time.monotonic()
-        )
+        standby = Standby(local, proc, wk.open_pidfd(proc.pid), parent, read_end, env, place)
         self.waiting[local] = standby
 
     def _listen(self, standby: Standby) -> None:
