@@ -41,7 +41,7 @@ from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
-from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
@@ -340,7 +340,7 @@ class Agent:
         now = self.seams.clock()
         failure = Failure(FailureKind.LOST_NODE, lost, host, now, detail=f"store host lost: {detail}")
         self.run = dataclasses.replace(self.run, last_failure=failure, failure_seen=failure)
-        keys = self.keys.next_epoch()
+        keys = next_epoch(self.keys)
         order = succession.candidates(d, cfg.num_nodes, host)
         turn = max(SUCCESSION_TURN_MIN_S, self.launch.heartbeat_timeout)
         wait = succession.Wait(order, turn, succession.give_up_after(order, turn, self.launch.join_timeout))
@@ -491,6 +491,9 @@ class Agent:
             self.ev.event(f"rendezvous store unresponsive ({why}); killing workers, looking for a successor")
             if self.workers is not None:
                 self.workers.group.signal_groups(signal.SIGKILL)
+            if self.client is not None:  # the main thread may be stuck in a call to the host
+                with contextlib.suppress(OSError, ValueError):
+                    self.client.sever()
             timer = threading.Timer(
                 self.launch.heartbeat_timeout + HANDOVER_GRACE_S, self._frozen_exit, (why,)
             )

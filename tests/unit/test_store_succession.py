@@ -12,7 +12,17 @@ import pytest
 
 from slurm_ft.launch import succession
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, JoinInfo, Keys, decode, encode, family
+from slurm_ft.launch.rendezvous.protocol import (
+    Action,
+    Base,
+    Decision,
+    JoinInfo,
+    Keys,
+    decode,
+    encode,
+    family,
+    next_epoch,
+)
 from slurm_ft.launch.spares import SpareBook, Why
 from slurm_ft.records import Failure, FailureKind, SuccessionClaim
 from tests.support.waiting import wait_until
@@ -168,7 +178,8 @@ def test_superseded_sees_the_next_epochs_claim(tmp_path):
 
 
 def test_keys_of_a_new_epoch_share_nothing_with_the_old_and_keep_their_families():
-    old, new = Keys("77-a0", "ns"), Keys("77-a0", "ns").next_epoch()
+    old = Keys("77-a0", "ns")
+    new = next_epoch(old)
     assert new.epoch == 1 and old.decision(3) != new.decision(3)
     assert new.decision(3) == "slurm_ft/ns/77-a0/e1/c3/decision"
     assert old.decision(3) == "slurm_ft/ns/77-a0/c3/decision"  # epoch 0: the keys as before

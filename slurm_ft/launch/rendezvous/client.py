@@ -111,6 +111,14 @@ class Client:
     def port(self) -> int:
         return int(getattr(self._store, "port", 0))
 
+    def sever(self) -> int:
+        """Break every connection of this process to this client's store (the calls blocked
+        in them raise): see :func:`stores.sever`."""
+        if isinstance(self._store, LocalConnection):
+            self._store.close()
+            return 1
+        return stores.sever(self._address, self.port)
+
     def clone(self, op_timeout: float) -> Client:
         """A second connection to the same store, for another thread."""
         if isinstance(self._store, LocalConnection):

@@ -69,10 +69,6 @@ class Keys:
         era = [f"e{self.epoch}"] if self.epoch else []
         return "/".join([*root, self.run_id, *era, *map(str, parts)])
 
-    def next_epoch(self) -> Keys:
-        """The key table of the store that succeeds this one (see ``launch.succession``)."""
-        return Keys(self.run_id, self.namespace, self.epoch + 1)
-
     @property
     def base(self) -> str:
         return self._k("base")
@@ -106,6 +102,11 @@ class Keys:
 
     def result(self, i: int) -> str:
         return self._k(f"c{i}", "result")
+
+
+def next_epoch(keys: Keys) -> Keys:
+    """The key table of the store that succeeds ``keys``' (see ``launch.succession``)."""
+    return Keys(keys.run_id, keys.namespace, keys.epoch + 1)
 
 
 # The key families of the table above, as a key's path after the run id reads (a number
