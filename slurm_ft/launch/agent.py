@@ -216,6 +216,7 @@ class Agent:
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake.write_fd,
             emergency=self.seams.on_frozen_store or self._emergency_exit,
+            on_lost=self._sever,
             clock=self.seams.monotonic,
             host=self.cfg.store_host,
         )
@@ -482,12 +483,23 @@ class Agent:
 
     # ------------------------------------------------------------------ cleanup
 
+    def _may_hand_over(self) -> bool:
+        d = self.decision
+        return self.launch.spare_nodes > 0 and d is not None and d.run and not self.cfg.is_node0
+
+    def _sever(self, why: str) -> None:
+        """On the watchdog thread, the moment the store host counts as lost: where a
+        succession may follow, this launcher's connections to the host are shut down, so a
+        main thread stuck in a call to a frozen host gets it back at once."""
+        if self._may_hand_over() and self.client is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.client.sever()
+
     def _emergency_exit(self, why: str) -> None:
         """Called on the watchdog thread: the main thread is stuck on a frozen store. Where a
         succession may follow, the workers are killed now and the main thread gets the
         store's operation timeout (and a grace) to reach it; else, and after that, exit."""
-        d = self.decision
-        if self.launch.spare_nodes > 0 and d is not None and d.run and not self.cfg.is_node0:
+        if self._may_hand_over():
             self.ev.event(f"rendezvous store unresponsive ({why}); killing workers, looking for a successor")
             if self.workers is not None:
                 self.workers.group.signal_groups(signal.SIGKILL)

@@ -22,7 +22,7 @@ BASE = [
     "--nproc-per-node", "1", "--health-checks", "none", "--monitor-interval", "0.05",
     "--spare-nodes", "1",
 ]  # fmt: skip
-FAST = {"SLURM_FT_LAUNCH_HEARTBEAT_TIMEOUT": "3", "SLURM_FT_LAUNCH_HEARTBEAT_INTERVAL": "0.5"}
+FAST = {"SLURM_FT_LAUNCH_HEARTBEAT_TIMEOUT": "1", "SLURM_FT_LAUNCH_HEARTBEAT_INTERVAL": "0.1"}
 
 
 def job_of(tmp: Path, *extra: str) -> SimJob:

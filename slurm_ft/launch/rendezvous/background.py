@@ -264,8 +264,12 @@ class StoreWatchdog(BackgroundThread):
         *,
         wake_fd: int | None = None,
         clock: Clock = time.monotonic,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_lost``: called (on this thread) the moment the host counts as lost, before
+        the main loop is woken (a succession frees the main thread from a stuck call)."""
         super().__init__("slurm-ft-store-watchdog", wake_fd)
+        self._on_lost = on_lost
         self._heartbeat = heartbeat
         self._emergency = emergency
         self._grace = grace
@@ -288,6 +292,8 @@ class StoreWatchdog(BackgroundThread):
             now = self._clock()
             if first_seen is None:
                 first_seen = now
+                if self._on_lost is not None:
+                    self._on_lost(why)
                 self._wake()
             elif now - first_seen >= self._grace:
                 self._emergency(why)
@@ -344,6 +350,7 @@ class BackgroundSet:
         emergency: Callable[[str], None],
         clock: Clock = time.monotonic,
         host: int = 0,
+        on_lost: Callable[[str], None] | None = None,
     ) -> BackgroundSet:
         """``host``: the launcher that hosts the store (node 0, or its successor)."""
         threads = cls()
@@ -358,7 +365,9 @@ class BackgroundSet:
             threads.heartbeat = Heartbeat(
                 client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
             )
-            threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock)
+            threads.watchdog = StoreWatchdog(
+                threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock, on_lost=on_lost
+            )
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():
             t.start()
