@@ -205,6 +205,11 @@ class OutcomeRecord:
     # Store keys whose values this launcher ignored: not sealed with the job's secret, or
     # not what the protocol allows (someone else wrote them); each is in the launcher log.
     store_values_ignored: list[str] = field(default_factory=list)
+    # The launchers' store moved (node 0's host lost, a successor leads): one line each.
+    store_successions: list[str] = field(default_factory=list)
+    # Processes of a lost store host that its successor could not kill (its node did not
+    # answer): they may still write; "node: pid N (what)".
+    unfenced: list[str] = field(default_factory=list)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 
@@ -215,6 +220,40 @@ class OutcomeRecord:
     def from_json(cls, doc: JsonDict) -> OutcomeRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass(frozen=True)
+class SuccessionClaim:
+    """``succession/<run id>.epoch<E>.json``: the one launcher that hosts the store in epoch
+    E. Created with link semantics (a complete file or none; never replaced), so of two
+    launchers that both believe they are the successor only one holds the claim, and
+    only it opens a store (``launch.succession``)."""
+
+    epoch: int
+    launcher: int  # hostlist index
+    node: str
+    run_uuid: str
+    lost: str  # the store host it succeeds
+    pid: int
+    time: float
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> SuccessionClaim:
+        """ValueError when it is not a claim (whoever wrote it)."""
+        try:
+            claim = cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls) if f.name != "version"})
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a succession claim: {exc}") from None
+        ints = (claim.epoch, claim.launcher, claim.pid)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+            raise ValueError("a succession claim's epoch, launcher and pid are integers")
+        if not all(isinstance(v, str) for v in (claim.node, claim.run_uuid, claim.lost)):
+            raise ValueError("a succession claim's node, run_uuid and lost are text")
+        return claim
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,11 @@ class StateDir:
         """The launcher's and workers' pids of one node in one cycle (``records.NodeProcesses``)."""
         return self.processes_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
 
+    def succession_claim(self, run_id: str, epoch: int) -> Path:
+        """Who hosts the launchers' store in ``epoch`` of attempt ``run_id``
+        (``records.SuccessionClaim``): made once, never replaced (``launch.succession``)."""
+        return self.path / "succession" / f"{run_id}.epoch{epoch}.json"
+
     @property
     def drills_dir(self) -> Path:
         """One ``records.DrillRecord`` per fault ``slurm-ft-drill`` injected."""

@@ -92,7 +92,9 @@ def parse_shot(word: str) -> Shot:
     return Shot(int(parts[0]), int(parts[1]) if parts[1] else None, len(parts) == 3)
 
 
-def send_via_srun(job_id: str, node: str, shots: Sequence[Shot], sig: int) -> list[Sent]:
+def send_via_srun(
+    job_id: str, node: str, shots: Sequence[Shot], sig: int, timeout: float = SRUN_TIMEOUT_S
+) -> list[Sent]:
     """The same, on ``node``, as an overlapping step of the job: the helper checks and
     signals there and prints one JSON line per pid."""
     cmd = [
@@ -102,7 +104,7 @@ def send_via_srun(job_id: str, node: str, shots: Sequence[Shot], sig: int) -> li
         *shot_words(shots),
     ]  # fmt: skip
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=SRUN_TIMEOUT_S, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Sent(s.pid, False, f"srun to {node} failed: {exc}") for s in shots]
     sent: list[Sent] = []

@@ -50,6 +50,8 @@ class RunSummary:
     failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
     log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
     store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
+    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession)
+    unfenced: tuple[str, ...] = ()  # processes of a lost store host that could not be killed
 
     def started(self, cycle: int) -> RunSummary:
         return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
@@ -199,6 +201,8 @@ class Bookkeeper:
             lost_nodes=list(ending.lost_nodes or run.lost_nodes),
             suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
             store_values_ignored=list(run.store_values_ignored),
+            store_successions=list(run.successions),
+            unfenced=list(run.unfenced),
             time=self.clock(),
         )
 
@@ -254,6 +258,15 @@ class Bookkeeper:
             if not self.private_records:
                 return
         self._write(path, self.cycle_record(run, i, cycle, d))
+
+    def shares_state(self, run_uuid: str, cycle: int) -> bool:
+        """Whether this launcher's state dir is the store host's: its record of ``cycle`` of
+        this run is there (a store succession needs one state dir for all)."""
+        if self.is_node0:
+            return True
+        if self.private_records is None:
+            self.private_records = not self.io.written_by(self.state.cycle_record(cycle), run_uuid)
+        return not self.private_records
 
     def close_cycle(
         self, run: RunSummary, i: int, cycle: int, d: Decision, result: CycleResult, *, later: bool

@@ -43,10 +43,15 @@ class AgentConfig:
     # whose lost launcher would otherwise hold the allocation; () outside a Slurm step.
     step_killer: tuple[str, ...] = ()
     auth: StoreAuth = field(default_factory=StoreAuth)  # the job secret, if any
+    # The launcher (hostlist index) that hosts the store: node 0 until it is lost and a
+    # successor leads (``launch.succession``).
+    store_host: int = 0
 
     @property
     def is_node0(self) -> bool:
-        return self.job.node_rank == 0
+        """This launcher hosts the store and coordinates the job (node 0's role, which a
+        successor takes over)."""
+        return self.job.node_rank == self.store_host
 
     @property
     def num_nodes(self) -> int:

@@ -138,6 +138,7 @@ class Coordinator:
         )
         self.jury: JobJudge | None = None  # once the background threads run
         self.published = -1  # the last cycle index whose decision peers can read
+        self.departed: set[int] = set()  # a lost store host this successor took over from
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
                 cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event, files=books.io
@@ -154,6 +155,29 @@ class Coordinator:
         where = f"listening on port {self.client.port}" if self.cfg.num_nodes > 1 else "in process (one node)"
         self.ev.event(f"rendezvous store {where}; run {self.cfg.run_id}, first cycle {base.first_cycle}")
         return base
+
+    def take_over(self, base: Base, last: Decision, lost_host: int) -> None:
+        """A successor's :meth:`open`: the same run in the next epoch, with the store host's
+        memory of the placement (its last decision) and the lost host as a launcher that
+        will not join (it is retired as lost at the next decision, its ranks move)."""
+        launch = self.cfg.settings.launch
+        if self.spares is not None and last.active:
+            self.spares = spares.SpareBook.restored(
+                last, self.cfg.num_nodes, launch.segment, launch.suspect_after
+            )
+        self.nodes = last.nodes
+        # Not waited for at the joins: the lost host, and the launchers the last host had
+        # found lost (their heart-beats were its peer monitor's; this one never saw them).
+        gone = self.spares.retired.items() if self.spares is not None else ()
+        self.departed = {lost_host, *(k for k, r in gone if r.why is spares.Why.LOST)}
+        self.published = base.index - 1
+        if self.tracker is not None:
+            self.ev.event(self.tracker.start_line())
+        self.client.prepare(self.cfg.num_nodes, base)
+        self.ev.event(
+            f"rendezvous store (epoch {base.epoch}) listening on port {self.client.port}; "
+            f"run {self.cfg.run_id}, next cycle {base.first_cycle + base.index}"
+        )
 
     # ------------------------------------------------------------------ join + decide
 
@@ -173,7 +197,7 @@ class Coordinator:
             if time.monotonic() >= next_reassert:  # the base, should someone have overwritten it
                 self.client.reassert()
                 next_reassert = time.monotonic() + REASSERT_S
-            lost = self.threads.lost_peers()
+            lost = {**dict.fromkeys(self.departed, 0.0), **self.threads.lost_peers()}
             if lost and not with_spares:
                 return True
             # With spares a lost launcher is replaced: every live one must be in the roster
@@ -200,7 +224,8 @@ class Coordinator:
                 sleep=sleep,
                 max_interval=0.25,
             )
-        return Roster.of(joins.read(), self.nodes, tuple(sorted(self.threads.lost_peers())))
+        lost = {*self.threads.lost_peers(), *self.departed}
+        return Roster.of(joins.read(), self.nodes, tuple(sorted(lost)))
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
@@ -254,6 +279,7 @@ class Coordinator:
         verdict = self._guarded(verdict, cycle)
         for move in moves:
             self.ev.event(f"cycle {cycle}: replacing {move}")
+        retired, charged, streak = book.memory()
         if roster.unhealthy:
             self.books.peers_unhealthy(list(roster.unhealthy), now)
         if verdict.run:
@@ -271,6 +297,9 @@ class Coordinator:
                 spares=book.spares,
                 master_addr=self.cfg.job.hosts[book.active[0]],
                 replacements=moves,
+                retired=retired,
+                charged=charged,
+                streak=streak,
             )
         return Decision(
             Action.STOP,
@@ -359,6 +388,6 @@ class Coordinator:
 
     def announce(self, way_out: Exit, run: RunSummary) -> None:
         """After the outcome record is written: node 0's farewell (see :class:`Farewell`)."""
-        Farewell(self.cfg.num_nodes, self.client, self.threads, self.ev, self.clock).announce(
-            way_out, run, self.published
-        )
+        Farewell(
+            self.cfg.num_nodes, self.client, self.threads, self.ev, self.clock, self.cfg.store_host
+        ).announce(way_out, run, self.published, frozenset(self.departed))

@@ -27,8 +27,10 @@ class Farewell:
         threads: BackgroundSet,
         events: EventLog,
         clock: Callable[[], float],
+        host: int = 0,
     ) -> None:
         self.num_nodes = num_nodes
+        self.host = host  # the launcher that hosts the store
         self.client = client
         self.threads = threads
         self.ev = events
@@ -61,7 +63,7 @@ class Farewell:
 
         def all_acked() -> bool | None:
             nonlocal next_again
-            expected = sorted(set(range(1, n)) - gone - set(self.threads.lost_peers()))
+            expected = sorted((set(range(n)) - {self.host}) - gone - set(self.threads.lost_peers()))
             try:
                 if time.monotonic() >= next_again:
                     self.client.reassert()
@@ -77,19 +79,21 @@ class Farewell:
         ):
             self.ev.event(f"not every peer confirmed the final answer within {limit:.0f}s")
 
-    def announce(self, way_out: Exit, run: RunSummary, published: int) -> None:
+    def announce(
+        self, way_out: Exit, run: RunSummary, published: int, departed: frozenset[int] = frozenset()
+    ) -> None:
         """After the outcome record is written: tell the peers (the final message of the
         way out, or a stop for the next cycle when node 0 leaves on its own), then keep the
-        store up while they read it."""
+        store up while they read it (``departed``: a lost store host, never waited for)."""
         with contextlib.suppress(StoreLost):
             if way_out.announce is not None:
                 way_out.announce()
             elif way_out.departing:
                 nxt = published + 1
                 self.publish_stop(nxt, run.first_cycle + nxt, way_out.ending, run.nodes)
-        gone: set[int] = set()
+        gone: set[int] = set(departed)
         f = run.last_failure
-        if f is not None and not f.retryable and f.node_rank != 0:
+        if f is not None and not f.retryable and f.node_rank != self.host:
             gone.add(f.node_rank)
         if way_out.linger > 0:
             self.linger(gone, way_out.linger)

@@ -125,7 +125,8 @@ class JobJudge:
         limits = self.hangs.limits
         # With spares only the active launchers run workers; node 0 may be a spare itself.
         active = self.book.active if self.book is not None else range(self.cfg.num_nodes)
-        node0_runs = 0 in active
+        host = self.cfg.store_host
+        node0_runs = host in active
         now = self.ticks()
         own = self.hangs.quiet() if limits.silence and node0_runs else 0.0
         policy = self.learn_silence
@@ -140,7 +141,7 @@ class JobJudge:
         if limits.silence and (
             own >= limits.silence or not node0_runs or (learning and own >= policy.report_after)
         ):
-            peers = [k for k in active if k != 0]
+            peers = [k for k in active if k != host]
             reports = self.client.silences(peers) if peers else []
             mine = [own] if node0_runs else []
             quiet = [*mine, *(self._peer_quiet(k, r, i, now) for k, r in zip(peers, reports, strict=True))]

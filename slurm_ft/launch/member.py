@@ -163,6 +163,9 @@ class Member:
                     return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
                 if on_tick is not None:
                     on_tick()
+                lost = self._store_view()  # before any store call: one to a frozen host blocks
+                if lost is not None:
+                    return lost
                 try:
                     failed = workers.note_exits(exits)
                     if failed is not None:
@@ -177,6 +180,10 @@ class Member:
                 end = end or self._threads_view()
                 if end is not None:
                     return end
+
+    def _store_view(self) -> WatchEnd | None:
+        why = self.threads.store_lost()
+        return WatchEnd(WatchEndKind.STORE_LOST, detail=why) if why else None
 
     def _threads_view(self) -> WatchEnd | None:
         """What the background threads know: node 0's store lost (a peer's heart-beat), or a
@@ -232,7 +239,7 @@ class Member:
             if self.sig.received is not None:
                 return WatchEnd(WatchEndKind.SIGNAL, signum=int(self.sig.received))
             try:
-                end = self._job_view(i, judge, active) or self._threads_view()
+                end = self._store_view() or self._job_view(i, judge, active) or self._threads_view()
             except StoreLost as exc:
                 return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
             if end is not None:
@@ -310,9 +317,11 @@ class Member:
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")
             if end.failure.traceback:
                 self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
+        elif end.kind is WatchEndKind.STORE_LOST:
+            self.ev.event(f"lost the rendezvous store: {end.detail}")  # no one to tell there
         elif end.kind is not WatchEndKind.SUCCESS:
             self.ev.event(f"lost the rendezvous store: {end.detail}")
-            # Node 0 blind, or a peer that lost the store: halt the others if they can hear.
+            # Node 0 blind: halt the others if they can hear.
             self.publish_quietly(i, FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
         if workers is None:
             return []

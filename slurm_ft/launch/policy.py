@@ -281,6 +281,12 @@ def node0_frozen(detail: str, node0: str) -> Ending:
     return Ending(int(ExitCode.WORKERS_FAILED), f"lost node 0 ({node0}): {detail}", lost_nodes=(node0,))
 
 
+def superseded(detail: str) -> Ending:
+    """A store host lost to its peers (it froze) found, on waking, that a successor leads
+    the job: it ends with 1 and writes nothing (the successor's records are the job's)."""
+    return Ending(int(ExitCode.WORKERS_FAILED), f"superseded: {detail}")
+
+
 def ports_in_use(detail: str) -> Ending:
     """Node 0 could not open its store: every port of the job's sequence is taken (other
     jobs' stores on this host). Transient, so the retryable 1, never bad input's 2."""

@@ -10,6 +10,7 @@ this module only gathers its inputs and keeps its result.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,28 @@ class SpareBook:
                 "active node(s) must both be whole segments"
             )
         return cls(launchers, tuple(range(launchers - spares)), segment, suspect_after)
+
+    def memory(self) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
+        """What a successor needs of this book, as a decision carries it (``retired``,
+        ``charged``, ``streak``: see ``protocol.Decision``)."""
+        retired = tuple(f"{k}:{r.why.value}:{r.detail}" for k, r in sorted(self.retired.items()))
+        return retired, self.charged, tuple(self._streak or ())
+
+    @classmethod
+    def restored(cls, decision: Decision, launchers: int, segment: int, suspect_after: int) -> SpareBook:
+        """A successor's book: the placement and memory of the store host's last decision
+        (an entry that is not what :meth:`memory` writes is left out)."""
+        book = cls(launchers, decision.active or tuple(range(launchers)), segment, suspect_after)
+        for entry in decision.retired:
+            k, _, rest = entry.partition(":")
+            why, _, detail = rest.partition(":")
+            with contextlib.suppress(ValueError):
+                if k.isdigit() and int(k) < launchers:
+                    book.retired[int(k)] = Retired(Why(why), detail)
+        book.charged = max(0, decision.charged)
+        if len(decision.streak) == 2:
+            book._streak = (decision.streak[0], decision.streak[1])
+        return book
 
     @property
     def spares(self) -> tuple[int, ...]:

@@ -86,6 +86,8 @@ class LocalCluster:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
+        if os.environ.get("PYTHONPATH"):  # a worktree under test, not the venv's editable install
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         env.update(extra)
         return env
 

@@ -94,6 +94,17 @@ class Cycle:
         self.settings = {"launch.heartbeat_interval": 0.02, "launch.monitor_interval": 0.05, **settings}
         self.nodes: list[Node] = []
         self.step_killer: tuple[str, ...] = ()
+        self.epochs: dict[int, LocalStore] = {0: self.store}  # a successor's store per epoch
+        self._epochs_lock = threading.Lock()
+
+    def epoch_store(self, keys: Keys, host: bool) -> Client:
+        """The in-memory store of ``keys.epoch``: made by its host, waited for by the others."""
+        if host:
+            with self._epochs_lock:
+                store = self.epochs.setdefault(keys.epoch, LocalStore())
+            return Client(store.connect(), keys)
+        found = wait_until(lambda: self.epochs.get(keys.epoch), 10, message=f"store of epoch {keys.epoch}")
+        return Client(found.connect(), keys)
 
     def config(self, node: int) -> AgentConfig:
         env = job_env(node, self.num_nodes)
@@ -129,6 +140,7 @@ class Cycle:
                 client=Client(self.store.connect(), Keys(cfg.run_id)),
                 on_frozen_store=node.frozen_store.append,
                 reap_orphans=False,
+                epoch_store=self.epoch_store,
             )
             node.agent = Agent(cfg, EventLog(log, cfg.job.node_name, quiet=True), box, seams)
             node.thread = threading.Thread(target=self._drive, args=(node,), daemon=True)

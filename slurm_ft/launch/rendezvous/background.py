@@ -36,6 +36,7 @@ class BackgroundThread(threading.Thread):
         self._death: str | None = None
         self._death_lock = threading.Lock()
         self._death_hooks: list[Callable[[], None]] = []
+        self.lost_store = False  # it died because the store went away
 
     def body(self) -> None:
         raise NotImplementedError
@@ -44,6 +45,7 @@ class BackgroundThread(threading.Thread):
         try:
             self.body()
         except StoreLost as exc:
+            self.lost_store = True
             self._die(str(exc))
         except Exception as exc:  # a bug must not leave the launcher blind
             self._die(f"{type(exc).__name__}: {exc}")
@@ -262,8 +264,12 @@ class StoreWatchdog(BackgroundThread):
         *,
         wake_fd: int | None = None,
         clock: Clock = time.monotonic,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_lost``: called (on this thread) the moment the host counts as lost, before
+        the main loop is woken (a succession frees the main thread from a stuck call)."""
         super().__init__("slurm-ft-store-watchdog", wake_fd)
+        self._on_lost = on_lost
         self._heartbeat = heartbeat
         self._emergency = emergency
         self._grace = grace
@@ -286,9 +292,12 @@ class StoreWatchdog(BackgroundThread):
             now = self._clock()
             if first_seen is None:
                 first_seen = now
+                if self._on_lost is not None:
+                    self._on_lost(why)
                 self._wake()
             elif now - first_seen >= self._grace:
                 self._emergency(why)
+                self._stop_event.set()  # handled: the launcher hands over (a succession)
                 return
 
     def stop(self) -> None:
@@ -340,19 +349,25 @@ class BackgroundSet:
         wake_fd: int,
         emergency: Callable[[str], None],
         clock: Clock = time.monotonic,
+        host: int = 0,
+        on_lost: Callable[[str], None] | None = None,
     ) -> BackgroundSet:
+        """``host``: the launcher that hosts the store (node 0, or its successor)."""
         threads = cls()
         if num_nodes <= 1:
             return threads
-        if node_rank == 0:
+        if node_rank == host:
+            peers = [k for k in range(num_nodes) if k != host]
             threads.monitor = PeerMonitor(
-                client.clone(timeout), range(1, num_nodes), interval, timeout, wake_fd, clock=clock
+                client.clone(timeout), peers, interval, timeout, wake_fd, clock=clock
             )
         else:
             threads.heartbeat = Heartbeat(
                 client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
             )
-            threads.watchdog = StoreWatchdog(threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock)
+            threads.watchdog = StoreWatchdog(
+                threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock, on_lost=on_lost
+            )
         threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
         for t in threads._all():
             t.start()
@@ -369,21 +384,33 @@ class BackgroundSet:
         return self.monitor.lost() if self.monitor is not None else {}
 
     def store_lost(self) -> str | None:
-        """Why node 0's store counts as lost (a peer's heart-beat failing), or None."""
-        return self.heartbeat.lost() if self.heartbeat is not None else None
+        """Why the store host counts as lost (a peer's heart-beat failing, or its halt
+        waiter's connection broken: whichever is first), or None."""
+        if self.heartbeat is None:
+            return None
+        waiter = self.waiter
+        if waiter is not None and waiter.lost_store:
+            return waiter.died()
+        return self.heartbeat.lost()
 
     def died(self) -> str | None:
         """The first thread (other than the heart-beat, see :meth:`store_lost`) that died."""
         for t in (self.monitor, self.waiter, self.watchdog):
-            if t is not None and t.died() is not None:
+            if t is None or (t is self.waiter and t.lost_store and self.heartbeat is not None):
+                continue
+            if t.died() is not None:
                 return t.died()
         return None
 
     def abort_check(self, received: Callable[[], bool]) -> Callable[[], bool]:
         """For the store waits of the main thread: True once a signal arrived; raises
-        :class:`BackgroundDied` when a thread died meanwhile."""
+        :class:`StoreLost` when the store host is lost, :class:`BackgroundDied` when a
+        thread died meanwhile."""
 
         def check() -> bool:
+            lost = self.store_lost()
+            if lost is not None:
+                raise StoreLost(lost)
             died = self.died()
             if died is not None:
                 raise BackgroundDied(died)

@@ -111,6 +111,14 @@ class Client:
     def port(self) -> int:
         return int(getattr(self._store, "port", 0))
 
+    def sever(self) -> int:
+        """Break every connection of this process to this client's store (the calls blocked
+        in them raise): see :func:`stores.sever`."""
+        if isinstance(self._store, LocalConnection):
+            self._store.close()
+            return 1
+        return stores.sever(self._address, self.port)
+
     def clone(self, op_timeout: float) -> Client:
         """A second connection to the same store, for another thread."""
         if isinstance(self._store, LocalConnection):
@@ -318,8 +326,10 @@ def find_run(
     op_timeout: float,
     abort: Abort,
     sleep: Sleep,
+    accept: Callable[[Base], bool] | None = None,
 ) -> tuple[Client, Base]:
-    """A peer: node 0's store and the run it published. Node 0 listens on the first
+    """A peer: node 0's store and the run it published (one that ``accept`` accepts, when
+    given: a successor's store must hold this launcher's own run). Node 0 listens on the first
     port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
     until one holds this run's ``base``: a store without it (not up yet, or another
     job's on a clashing port) is left for the next. Each pass doubles the slice: a store
@@ -351,7 +361,7 @@ def find_run(
             until = min(deadline, time.monotonic() + slice_s)
             with contextlib.suppress(StoreLost):
                 base = client.wait_base(deadline=until, abort=abort)
-                if base is not None:
+                if base is not None and (accept is None or accept(base)):
                     return client, base
         if listening:
             slice_s = min(slice_s * 2, MAX_PORT_SLICE_S)

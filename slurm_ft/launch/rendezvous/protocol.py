@@ -3,7 +3,9 @@
 Node 0 hosts the store; every launcher (node 0 included) reads and writes these keys
 through its own connections (:mod:`slurm_ft.launch.rendezvous.client`). Keys are
 ``slurm_ft/<run id>/...`` where the run id names the job and the Slurm attempt, and
-per-cycle keys carry the cycle's index within the attempt. With a job secret they are
+per-cycle keys carry the cycle's index within the attempt. A successor's store (node 0's
+store lost, ``launch.succession``) keys everything under ``slurm_ft/<run id>/e<epoch>/...``:
+nothing of a store that went before can be taken for the successor's. With a job secret they are
 ``slurm_ft/<namespace>/<run id>/...`` (the namespace derived from the secret) and the
 values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.rendezvous.sealing`).
 Nothing read back is trusted as it comes: anyone who can reach the port can overwrite or
@@ -60,10 +62,12 @@ class Keys:
 
     run_id: str
     namespace: str = ""  # secret-derived (sealing.Sealer.namespace); "" without a secret
+    epoch: int = 0  # the store's succession epoch: 0 is node 0's store, each successor's is one more
 
     def _k(self, *parts: object) -> str:
         root = [KEY_ROOT, self.namespace] if self.namespace else [KEY_ROOT]
-        return "/".join([*root, self.run_id, *map(str, parts)])
+        era = [f"e{self.epoch}"] if self.epoch else []
+        return "/".join([*root, self.run_id, *era, *map(str, parts)])
 
     @property
     def base(self) -> str:
@@ -98,6 +102,11 @@ class Keys:
 
     def result(self, i: int) -> str:
         return self._k(f"c{i}", "result")
+
+
+def next_epoch(keys: Keys) -> Keys:
+    """The key table of the store that succeeds ``keys``' (see ``launch.succession``)."""
+    return Keys(keys.run_id, keys.namespace, keys.epoch + 1)
 
 
 # The key families of the table above, as a key's path after the run id reads (a number
@@ -138,10 +147,16 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class Base:
-    """Fixed by node 0 once per run: where cycle numbers start and which run this is."""
+    """Fixed by node 0 once per run: where cycle numbers start and which run this is. A
+    successor publishes the same run (``first_cycle``, ``run_uuid``: a follower joins only
+    a store that holds its own run) with its ``epoch``, its launcher index (``host``) and
+    the cycle index its first decision is for (``index``)."""
 
     first_cycle: int
     run_uuid: str
+    epoch: int = 0
+    host: int = 0
+    index: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,7 +177,7 @@ class Decision:
 
     ``active`` holds the launcher (hostlist index) of each node rank, ``master_addr`` the
     host of node rank 0's launcher, where the workers' own rendezvous runs (the store
-    stays on the allocation's first node). Both empty: every launcher runs its own node
+    stays with its host launcher: node 0, or its successor). Both empty: every launcher runs its own node
     rank (a decision from a launcher without spare support).
     """
 
@@ -181,6 +196,12 @@ class Decision:
     master_addr: str = ""
     replacements: tuple[str, ...] = ()  # "node rank 1: node1 -> node3 (lost)", for the records
     suspect_nodes: tuple[str, ...] = ()
+    # With spares, what a successor needs of node 0's memory (``spares.SpareBook``): each
+    # retired launcher as "<index>:<why>:<detail>", the restart budget replacements spent,
+    # and the suspect streak as (launcher, cycles) or ().
+    retired: tuple[str, ...] = ()
+    charged: int = 0
+    streak: tuple[int, ...] = ()
 
     @property
     def run(self) -> bool:

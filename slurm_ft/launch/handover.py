@@ -1,0 +1,133 @@
+"""The two sides of a store succession once the claim is settled (``launch.succession``):
+the successor opens the next epoch's store and takes over the coordinator's role; a
+follower finds that store and joins it only when it holds its own run.
+
+The agent calls these from its one loop; the rule of who leads lives in ``succession``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slurm_ft.launch import cyclecount
+from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.coordinator import Coordinator, open_store
+from slurm_ft.launch.fence import Fenced, fence
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.client import Client, find_run
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import StoreLost
+
+FENCE_WAIT_S = 30.0  # the longest a successor's first decision waits for the fence
+
+# A seam for the in-process tests: the store of an epoch, hosted (True) or joined (False).
+EpochStore = Callable[[Keys, bool], Client]
+
+
+def next_index(cfg: AgentConfig, books: Bookkeeper, first_cycle: int, seen: int) -> int:
+    """The cycle index the successor's first decision is for: one past the last decision
+    this launcher saw (``seen``), or past every cycle the state dir has a record of (the
+    lost host may have decided one more that this launcher never read): a cycle number
+    is never used twice."""
+    recorded = cyclecount.read_next_cycle(cfg.state, books.io) - first_cycle
+    return max(seen + 1, recorded, 0)
+
+
+class FenceJob:
+    """The fence of the lost host, run on a thread while the successor waits for the joins;
+    its first decision waits for it (bounded)."""
+
+    def __init__(self, run: Callable[[], Fenced]) -> None:
+        self._run = run
+        self._result: Fenced | None = None
+        self._thread = threading.Thread(target=self._body, name="slurm-ft-fence", daemon=True)
+        self._thread.start()
+
+    def _body(self) -> None:
+        self._result = self._run()
+
+    def result(self, timeout: float = FENCE_WAIT_S) -> Fenced | None:
+        """The fence's result; None when it did not finish within ``timeout``."""
+        self._thread.join(timeout)
+        return self._result
+
+
+def start_fence(cfg: AgentConfig, lost_node: str, cycles: list[int], run_uuid: str) -> FenceJob:
+    """SIGKILL what the lost host recorded: through Slurm inside a job step (``step_killer``
+    is set only there), on this host for simulated nodes."""
+    via_srun = bool(cfg.step_killer)
+    return FenceJob(lambda: fence(cfg.state, lost_node, cycles, run_uuid, cfg.job.job_id, via_srun=via_srun))
+
+
+@dataclass(frozen=True)
+class Led:
+    client: Client
+    coordinator: Coordinator
+    base: Base
+
+
+def lead(
+    cfg: AgentConfig,
+    keys: Keys,
+    sealer: Sealer,
+    books: Bookkeeper,
+    events: EventLog,
+    base: Base,
+    last: Decision,
+    lost_host: int,
+    *,
+    clock: Callable[[], float],
+    given: EpochStore | None = None,
+) -> Led:
+    """The successor: the next epoch's store (the first free port of the job's sequence on
+    this host) and the coordinator's role, with the lost host's memory restored."""
+    client = given(keys, True).rekeyed(keys, sealer) if given else open_store(cfg, keys, sealer, events)
+    coordinator = Coordinator(cfg, client, books, events, clock=clock)
+    coordinator.take_over(base, last, lost_host)
+    books.is_node0 = True
+    return Led(client, coordinator, base)
+
+
+def follow(
+    cfg: AgentConfig,
+    keys: Keys,
+    sealer: Sealer,
+    leader: int,
+    run_uuid: str,
+    *,
+    abort: Callable[[], bool],
+    sleep: Callable[[float], None],
+    given: EpochStore | None = None,
+) -> tuple[Client, Base]:
+    """A follower: the successor's store, found as a peer finds node 0's (the port
+    sequence on the leader's host), holding this run in this epoch; StoreLost when none
+    does within the join timeout."""
+    launch = cfg.settings.launch
+    deadline = time.monotonic() + launch.join_timeout
+
+    def ours(base: Base) -> bool:
+        return base.run_uuid == run_uuid and base.epoch == keys.epoch and base.host == leader
+
+    if given is not None:
+        client = given(keys, False).rekeyed(keys, sealer)
+        found = client.wait_base(deadline=deadline, abort=abort)
+        if found is None or not ours(found):
+            raise StoreLost(f"the successor's store (epoch {keys.epoch}) does not hold this run")
+        return client, found
+    address = cfg.job.hosts[leader] if leader < len(cfg.job.hosts) else cfg.topo.master_addr
+    return find_run(
+        address,
+        cfg.rdzv_ports,
+        keys,
+        sealer,
+        deadline=deadline,
+        op_timeout=launch.heartbeat_timeout,
+        abort=abort,
+        sleep=sleep,
+        accept=ours,
+    )

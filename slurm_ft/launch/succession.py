@@ -1,0 +1,192 @@
+"""Store succession: the launchers' store is a role, not a place.
+
+When the launcher that hosts the store (node 0, or a successor of it) is lost or frozen,
+the surviving launchers of the last decision agree on a successor without a vote:
+
+* **the order** (:func:`candidates`): the launchers of the last decision (placed, or
+  usable spares), without the lost host, in hostlist order. Each survivor computes it
+  from the same sealed decision, so all agree on it.
+* **the turn** (:func:`may_claim`): the p-th candidate may claim the next epoch once p
+  turns (``turn`` seconds each, counted from its own finding of the loss) passed without
+  a claim; normally the lowest survivor claims at once.
+* **the proof** (:func:`claim`): a claim is one file per epoch in the state dir, made with
+  link semantics (a complete file or none, never replaced). Only the launcher whose
+  claim is in place opens a store; a candidate that loses the race (two candidates at
+  once, a slow one whose turn came) reads the winner's claim and follows it. The turn
+  only orders who tries first: it is the claim, not the clock, that rules out two leaders.
+* **the join**: the successor opens a store on the first free port of the job's sequence
+  on its own host, with the keys of the next epoch and the same job secret, and
+  publishes the same run (first cycle number, run uuid); a follower joins only a store
+  that holds its own run (sealed with the job secret, when there is one).
+
+The state dir is what makes the claim a proof, so succession needs one shared by all
+launchers: a launcher that could not see the store host's records of this run in its
+state dir takes no part (:func:`why_not`).
+
+What is read from where: from the last decision every survivor holds (in memory, sealed
+when it was read): the cycle index, the first cycle number and the run uuid, the node
+names, the placement (active and spare launchers), the retired launchers and why, the
+restart budget replacements spent, the suspect streak; from the state dir: the claim, the
+cycle records and counter (the next cycle number: never one that was used), the ledger
+(the progress guard and learned hang timeouts), and ``processes/cycle<N>/<node>.json``
+(the lost host's pids, for the fence); from the lost store: nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_ft import privatefiles
+from slurm_ft.launch.rendezvous.protocol import Decision
+from slurm_ft.records import SuccessionClaim
+from slurm_ft.statedir import StateDir
+
+CLAIM_POLL_S = 0.02  # a follower's look for the claim of the next epoch
+
+
+def candidates(decision: Decision, launchers: int, host: int) -> tuple[int, ...]:
+    """The launchers that may host the next store, in the order they may claim it: the
+    launchers of ``decision`` (placed or usable spares; every launcher for a decision
+    without placement) but the lost ``host``, in hostlist order."""
+    pool = {*decision.active, *decision.spares} if decision.active else set(range(launchers))
+    return tuple(sorted(k for k in pool if k != host and 0 <= k < launchers))
+
+
+def may_claim(order: tuple[int, ...], me: int, waited: float, turn: float) -> bool:
+    """Whether launcher ``me`` may try to claim the next epoch, ``waited`` seconds after it
+    found the store lost with no claim made: the p-th of ``order`` after p turns."""
+    return me in order and waited >= order.index(me) * turn
+
+
+def give_up_after(order: tuple[int, ...], turn: float, join_timeout: float) -> float:
+    """How long a survivor looks for a claim before the succession counts as failed: every
+    candidate's turn, plus the time a claimant may take to open its store."""
+    return len(order) * turn + join_timeout
+
+
+def why_not(
+    *,
+    launchers: int,
+    spare_nodes: int,
+    decision: Decision | None,
+    me: int,
+    host: int,
+    shared_state: bool,
+    unhealthy: str | None,
+) -> str | None:
+    """Why this launcher cannot take part in a succession (None: it can). Pure: each
+    reason is one line of the outcome when the attempt ends as it did without succession."""
+    if launchers < 2:
+        return "a single node has no successor"
+    if spare_nodes < 1:
+        return "no spare node for the store host's ranks (--spare-nodes 0)"
+    if decision is None:
+        return "the store host was lost before its first decision"
+    if not decision.run:
+        return "the store host had decided to stop"
+    if me not in candidates(decision, launchers, host):
+        return "this launcher is retired"
+    if unhealthy:
+        return f"this node is unhealthy ({unhealthy})"
+    if not shared_state:
+        return "the state dir is not shared with the store host (no record of this run in it)"
+    return None
+
+
+def lost_ranks_fillable(decision: Decision, host: int) -> str | None:
+    """Whether the lost host's node rank (if it held one) can move: None when it can."""
+    if host in decision.active and not decision.spares:
+        return f"no spare left for node rank {decision.active.index(host)} (the store host's)"
+    return None
+
+
+# ----------------------------------------------------------------------- the claim
+
+
+def read_claim(path: Path) -> SuccessionClaim | None:
+    """The claim in place (None: none yet). ValueError for a file that is no claim: the
+    epoch is then taken by someone who is not a launcher of this job, and no one leads."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"{path} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return SuccessionClaim.from_json(doc)
+
+
+def claim(path: Path, mine: SuccessionClaim) -> SuccessionClaim:
+    """Make ``mine`` the claim of its epoch unless one is in place; the claim in place
+    afterwards (``mine`` when it won). A complete temp file is hard-linked to ``path``:
+    the link either succeeds or finds the other's complete file, whatever the timing,
+    on a local disk as on NFS or Lustre."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = privatefiles.create_file(path.parent, f".{path.name}.")
+    try:
+        os.write(fd, (json.dumps(mine.to_json(), sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+        os.close(fd)
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    found = read_claim(path)
+    if found is None:
+        raise ValueError(f"{path} vanished right after it was claimed")
+    return found
+
+
+def superseded(state: StateDir, run_id: str, epoch: int) -> SuccessionClaim | None:
+    """The claim of the epoch after ``epoch`` when there is one: a store host that finds it
+    was succeeded (it froze and thawed) and must write nothing more for the job."""
+    try:
+        return read_claim(state.succession_claim(run_id, epoch + 1))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How a survivor waits for the next epoch's claim (monotonic ``clock``)."""
+
+    order: tuple[int, ...]
+    turn: float
+    give_up: float
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def settle(path: Path, mine: SuccessionClaim, wait: Wait, abort: Callable[[], bool]) -> SuccessionClaim | str:
+    """The claim of ``mine.epoch``: found, or made when this launcher's turn came and no
+    one had claimed it; the reason (a line) when no claim came within ``wait.give_up``.
+    ``abort`` (a signal) ends the wait with that reason too."""
+    start = wait.clock()
+    while True:
+        try:
+            found = read_claim(path)
+        except (OSError, ValueError) as exc:
+            return f"the claim of epoch {mine.epoch} cannot be read: {exc}"
+        if found is not None:
+            return found
+        waited = wait.clock() - start
+        if may_claim(wait.order, mine.launcher, waited, wait.turn):
+            try:
+                return claim(path, mine)
+            except (OSError, ValueError) as exc:
+                return f"could not claim epoch {mine.epoch} in the state dir: {exc}"
+        if abort():
+            return "a signal arrived during the succession"
+        if waited >= wait.give_up:
+            return f"no launcher claimed epoch {mine.epoch} within {wait.give_up:.0f} s"
+        wait.sleep(CLAIM_POLL_S)

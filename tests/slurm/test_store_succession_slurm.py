@@ -1,0 +1,127 @@
+"""Store succession on the local Slurm (3 active nodes + 1 spare): node 0's launcher (the
+store host, on node1) is lost; node2's launcher hosts the next store, node rank 0 moves to
+the spare (node4), and the job completes without a requeue.
+
+Not covered here: stopping node1's ``slurmd`` until Slurm marks it DOWN (the cluster is
+shared by concurrent sessions; the simulated-node tests and the spare tests cover a dead
+node's launcher)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.slurm.test_spares_e2e import WAITER, cycle_record, launcher_pid, outcome_of
+from tests.slurm.test_templates_e2e import batch_output, cycle_logs, knobs, prepare, state_dir
+from tests.support.procs import is_alive
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.slurm]
+
+# Lean worker that "checkpoints": rank 0 appends a line every 0.1 s until the test says go.
+WRITER = WAITER.replace(
+    "while not os.path.exists(go):\n    time.sleep(0.1)",
+    "while not os.path.exists(go):\n"
+    "    if env['RANK'] == '0':\n"
+    "        with open(go + '-ckpt.log', 'a') as fh:\n"
+    "            fh.write(env['SLURMD_NODENAME'] + ' ' + env['SLURM_FT_CYCLE'] + '\\n')\n"
+    "    time.sleep(0.1)",
+)
+
+
+def node_processes(work, job_id: str, cycle: int, node: str) -> dict:
+    return json.loads((state_dir(work, job_id) / "processes" / f"cycle{cycle}" / f"{node}.json").read_text())
+
+
+def logs_of(work) -> str:
+    """Every launcher log and the batch output, for a failure's message."""
+    parts = [f"--- {p.name}\n{p.read_text()[-6000:]}" for p in sorted((work / "logs").glob("launcher*"))]
+    return "\n".join([*parts, batch_output(work)[-3000:]])
+
+
+def check_succeeded(work, job, fields) -> dict:
+    assert fields["JobState"] == "COMPLETED", logs_of(work)
+    assert fields["Restarts"] == "0"
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (0, ["node1"]), result
+    assert result["store_successions"] == ["epoch 1: node2 hosts the store after node1 was lost in cycle 0"]
+    assert result["unfenced"] == [], result
+    last = cycle_record(work, job.job_id, result["last_cycle"])
+    assert last["active_nodes"] == ["node4", "node2", "node3"] and last["master_addr"] == "node4"
+    return result
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(300)
+def test_sigkill_of_node0_launcher_and_workers_resumes_on_the_spare(slurm_cluster):
+    work = prepare(slurm_cluster, "succession-kill")
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_ARGS="--steps 40 --ckpt-every 4 --step-time 0.1",
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    ckpt = work / "ckpt" / "latest_checkpointed_iteration.txt"
+    wait_until(
+        lambda: ckpt.exists() and int(ckpt.read_text() or 0) >= 8, 150, interval=0.3, message="a checkpoint"
+    )
+    procs = node_processes(work, job.job_id, 0, "node1")
+    for pid in (procs["launcher_pid"], *(w["pid"] for w in procs["workers"])):
+        os.kill(pid, signal.SIGKILL)  # node 0 dies: its launcher and its workers at once
+    fields = slurm_cluster.wait_final(job, timeout=200)
+    result = check_succeeded(work, job, fields)
+    log = cycle_logs(work)[result["last_cycle"]]
+    assert "resumed from iteration" in log
+    for rank in range(3):
+        assert f"{rank}: rank {rank}: finished at step 40" in log, log[-2000:]
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(240)
+def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_cluster):
+    work = prepare(slurm_cluster, "succession-stop")
+    slurm_cluster.write(work / "writer.py", WRITER)
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "writer.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    wait_until(lambda: "rank 0 of 3 on node1" in cycle_logs(work).get(0, ""), 90, message="node1 training")
+    launcher = wait_until(lambda: launcher_pid(slurm_cluster.uid, "node1"), 30, message="node1's launcher")
+    procs = node_processes(work, job.job_id, 0, "node1")
+    workers = [w["pid"] for w in procs["workers"]]
+    assert procs["launcher_pid"] == launcher
+    os.kill(launcher, signal.SIGSTOP)  # frozen: its worker (rank 0) keeps writing
+    try:
+        try:
+            wait_until(
+                lambda: "rank 0 of 3 on node4" in cycle_logs(work).get(1, ""), 90, message="node4 took rank 0"
+            )
+        except AssertionError:
+            raise AssertionError(logs_of(work)) from None
+        # fenced through Slurm before the successor's first decision
+        assert not any(is_alive(p) for p in (launcher, *workers))
+        ckpt = work / "go-ckpt.log"
+        before = [ln for ln in ckpt.read_text().splitlines() if ln.startswith("node1 ")]
+        (work / "go").touch()
+        os.chown(work / "go", slurm_cluster.uid, -1)
+        fields = slurm_cluster.wait_final(job, timeout=120)
+    finally:
+        if is_alive(launcher):
+            os.kill(launcher, signal.SIGCONT)
+    after = [ln for ln in ckpt.read_text().splitlines() if ln.startswith("node1 ")]
+    assert after == before  # the old rank 0 wrote nothing after the fence
+    check_succeeded(work, job, fields)
+    launcher_log = (work / "logs" / f"launcher-{job.job_id}.log").read_text()
+    assert "fence of node1: 2 process(es) killed or already gone" in launcher_log
+    slurm_cluster.assert_no_user_processes()
