@@ -99,6 +99,14 @@ def _sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
 
 
+def _end_job(job_id: str) -> None:
+    """Cancel the run's job for good. A plain scancel sends SIGTERM, which the template
+    (and a torchrun user's script) answers with ``scontrol requeue``, and the job came
+    back: it is made non-requeueable first."""
+    _sh(["scontrol", "update", f"JobId={job_id}", "Requeue=0"])
+    _sh(["scancel", job_id])
+
+
 def _sbatch(script: Path, args: list[str], env: dict[str, str]) -> str:
     done = _sh(["sbatch", "--parsable", *args, str(script)], cwd=script.parent, env=env)
     if done.returncode != 0:
@@ -174,7 +182,7 @@ def _finish(
 ) -> RunResult:
     """``start``: the job's first start (a requeue moves Slurm's StartTime)."""
     kept = _newest_before(work / "ckpt", deadline)
-    _sh(["scancel", job_id])
+    _end_job(job_id)
     _wait(lambda: ended(_state(job_id)), 120, f"job {job_id} to end")
     steps = _steps(work / "steps.jsonl")
     pace = tl.step_time(steps)
@@ -226,7 +234,7 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
     try:
         return _slurm_ft_run(out, a, env, work, job_id)
     finally:
-        _sh(["scancel", job_id])  # a run cut short leaves no job behind (a no-op once it ended)
+        _end_job(job_id)  # a run cut short leaves no job behind (a no-op once it ended)
 
 
 def _slurm_ft_run(
@@ -367,7 +375,7 @@ def run_torchrun(out: Path, a: argparse.Namespace, env: dict[str, str], plan: li
     try:
         return _torchrun_run(a, plan, work, job_id)
     finally:
-        _sh(["scancel", job_id])
+        _end_job(job_id)
 
 
 def _torchrun_run(a: argparse.Namespace, plan: list[Planned], work: Path, job_id: str) -> RunResult:
