@@ -310,8 +310,20 @@ class Agent:
         assert self.sig.received is not None
         return wayout.signalled(int(self.sig.received), None)
 
-    def lost_store(self, detail: str) -> Exit:
-        return wayout.store_lost(detail, unhealthy=self.unhealthy is not None, received=self.sig.received)
+    def lost_store(self, detail: str, *, silent: bool = False) -> Exit:
+        """A store host that closed its connections ended its own step task; a silent one
+        (frozen) holds the step, so the way out names it and ends the step."""
+        unhealthy, received = self.unhealthy is not None, self.sig.received
+        if silent:
+            return wayout.store_host_silent(
+                detail, self._store_host_name(), unhealthy=unhealthy, received=received
+            )
+        return wayout.store_lost(detail, unhealthy=unhealthy, received=received)
+
+    def _store_host_name(self) -> str:
+        if self.run.nodes:
+            return node_name(self.run.nodes, self.cfg.store_host)
+        return self.cfg.topo.master_addr
 
     # ------------------------------------------------------------------ store succession
 
@@ -320,11 +332,12 @@ class Agent:
         or the way out as without one, its reason saying why there is no successor."""
         if self.cfg.is_node0 or self.sig.received is not None:
             return self.lost_store(detail)
+        silent = self.threads.store_silent()  # read before a succession stops the threads
         why = self._why_no_successor() or self._succeed(i, detail)
         if why is None:
             return None
         self.ev.event(f"no store succession: {why}")
-        return self.lost_store(f"{detail}; no successor: {why}")
+        return self.lost_store(f"{detail}; no successor: {why}", silent=silent)
 
     def _why_no_successor(self) -> str | None:
         d, cfg = self.decision, self.cfg
@@ -466,6 +479,8 @@ class Agent:
         self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):
             self.books.flush()
+        if way_out.ends_step:  # node 0 writes nothing any more: this peer's view is the outcome
+            self.books.node0_lost(self.run, way_out.ending, budget)
         if self.coordinator is not None:
             self.run = self.coordinator.retired(self.run)
         if self.client is not None:
@@ -481,6 +496,8 @@ class Agent:
             self.coordinator.announce(way_out, self.run)
             if way_out.ending.lost_nodes:
                 end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
+        elif way_out.ends_step:
+            end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack(self.cfg.job.node_rank)
@@ -531,9 +548,7 @@ class Agent:
         if self.workers is not None:
             self.workers.group.signal_groups(signal.SIGKILL)
         wk.kill_orphans(os.getpid())
-        node0 = (
-            node_name(self.run.nodes, self.cfg.store_host) if self.run.nodes else self.cfg.topo.master_addr
-        )
+        node0 = self._store_host_name()
         ending = policy.node0_frozen(why, node0)
         if self.client is not None:
             self.run = dataclasses.replace(self.run, store_values_ignored=self.client.sealer.rejected())

@@ -275,10 +275,12 @@ def store_lost(detail: str, *, unhealthy: bool) -> Ending:
     return Ending(int(code), f"lost node 0: {detail}")
 
 
-def node0_frozen(detail: str, node0: str) -> Ending:
-    """A peer's watchdog found node 0 frozen (no answer within the heart-beat timeout):
-    the outcome names node 0 as lost, so the template resubmits without it."""
-    return Ending(int(ExitCode.WORKERS_FAILED), f"lost node 0 ({node0}): {detail}", lost_nodes=(node0,))
+def node0_frozen(detail: str, node0: str, *, unhealthy: bool = False) -> Ending:
+    """A peer found node 0 frozen (no answer within the heart-beat timeout): the outcome
+    names node 0 as lost, so the template resubmits without it. An unhealthy peer keeps
+    its 94 (see :func:`store_lost`)."""
+    code = ExitCode.UNHEALTHY if unhealthy else ExitCode.WORKERS_FAILED
+    return Ending(int(code), f"lost node 0 ({node0}): {detail}", lost_nodes=(node0,))
 
 
 def superseded(detail: str) -> Ending:

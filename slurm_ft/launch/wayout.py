@@ -30,6 +30,7 @@ class Exit:
     linger: float = 0.0
     departing: bool = False  # node 0 leaves on its own: tell peers to stop at their next join
     ack: bool = False
+    ends_step: bool = False  # a peer whose store host froze: srun would wait for it
 
 
 Announce = Callable[[], None] | None
@@ -61,6 +62,16 @@ def store_lost(detail: str, *, unhealthy: bool, received: int | None = None) -> 
         return signalled(int(received), None)
     ending = policy.store_lost(detail, unhealthy=unhealthy)
     return Exit(ending, f"lost the rendezvous store ({detail}); exiting {ending.exit_code}")
+
+
+def store_host_silent(detail: str, node0: str, *, unhealthy: bool, received: int | None = None) -> Exit:
+    """A peer's store host stopped answering and no successor takes over: node 0 writes
+    nothing any more, so this peer's outcome names it lost, and the peer ends the job step
+    (a frozen launcher holds it to the time limit)."""
+    if received is not None:
+        return signalled(int(received), None)
+    ending = policy.node0_frozen(detail, node0, unhealthy=unhealthy)
+    return Exit(ending, f"lost the rendezvous store ({detail}); exiting {ending.exit_code}", ends_step=True)
 
 
 def ports_in_use(detail: str) -> Exit:

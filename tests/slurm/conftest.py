@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import all_pids, is_alive
-from tests.support.waiting import wait_until
+from tests.support.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PLAIN_USER = "slurmft"
@@ -42,6 +42,20 @@ FINAL_STATES = {
     "BOOT_FAIL",
     "DEADLINE",
 }
+
+
+def describe_processes(pids: list[int]) -> str:
+    """One line per process (pid, parent, state, command line): what a failing test names."""
+    lines = []
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rfind(")") + 2 :].split()
+            lines.append(f"  pid {pid} ppid {fields[1]} state {fields[0]}: {cmd.strip()[:300]}")
+        except (OSError, IndexError):
+            lines.append(f"  pid {pid}: gone")
+    return "\n".join(lines)
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -145,7 +159,10 @@ class LocalCluster:
         return out
 
     def assert_no_user_processes(self, timeout: float = 15.0) -> None:
-        wait_until(lambda: not self.user_processes(), timeout, message="no processes of the plain user")
+        try:
+            wait_until(lambda: not self.user_processes(), timeout, message="no processes of the plain user")
+        except WaitTimeout as exc:
+            raise AssertionError(f"{exc}; left:\n{describe_processes(self.user_processes())}") from None
 
     def set_extra_conf(self, lines: list[str]) -> None:
         """Replace the test-owned slurm.conf lines and make every daemon re-read them."""

@@ -122,6 +122,14 @@ class Heartbeat(BackgroundThread):
             return f"rendezvous store silent for {silent:.1f}s"
         return None
 
+    def silent(self) -> bool:
+        """Lost by silence (the host neither answers nor closes: frozen, or gone without a
+        word), not by a refused or broken connection (its launcher died, its node answers)."""
+        if self.died() is not None:
+            return False
+        with self._lock:
+            return self._clock() - self._last_ok > self._timeout
+
     def lost_in(self) -> float:
         """Seconds until :meth:`lost` turns true if no beat succeeds meanwhile (0: now)."""
         if self.died() is not None:
@@ -392,6 +400,10 @@ class BackgroundSet:
         if waiter is not None and waiter.lost_store:
             return waiter.died()
         return self.heartbeat.lost()
+
+    def store_silent(self) -> bool:
+        """The store host is lost by silence: nothing ends its launcher's job step for us."""
+        return self.heartbeat is not None and self.heartbeat.silent()
 
     def died(self) -> str | None:
         """The first thread (other than the heart-beat, see :meth:`store_lost`) that died."""
