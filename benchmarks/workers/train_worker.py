@@ -58,7 +58,12 @@ def main() -> int:
     dist.barrier()
     if rank == 0:
         stamps.write(directory, "train-end", time.time())
+    # DDP's reducer must not be the one to destroy the gloo group, and ``flag`` must outlive
+    # the group: else a finished rank can hang for ever (see scripts/examples/train_ddp.py)
+    model = opt = None
+    gc.collect()
     dist.destroy_process_group()
+    del flag
     return 0
 
 

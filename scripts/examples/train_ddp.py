@@ -179,6 +179,7 @@ def main() -> int:
 
     g = torch.Generator().manual_seed(1000 + rank)
     step = start_step
+    flag = None
     while step < a.steps:
         step += 1
         x = torch.randn(32, 16, generator=g)
@@ -206,11 +207,22 @@ def main() -> int:
             save(step)
             signum = stop_signal[0] if stop_signal else int(signal.SIGTERM)
             print(f"rank {rank}: stopping on {signal.Signals(signum).name} at step {step}", flush=True)
-            dist.destroy_process_group()
-            return 128 + signum
-    print(f"rank {rank}: finished at step {step}", flush=True)
+            code = 128 + signum
+            break
+    else:
+        print(f"rank {rank}: finished at step {step}", flush=True)
+        code = 0
+    # The gloo group must not be destroyed by DDP's reducer: freed when ``model`` goes, it
+    # holds the GIL while the group's destructor joins its worker threads, and a thread that
+    # still holds the last collective's work needs the GIL to release its tensor (``flag``,
+    # once this frame is gone): a finished rank then hangs for ever (pytorch#56297). So the
+    # reducer goes first, while the group is still registered, then the group, while
+    # ``flag`` is still alive.
+    model = opt = None  # the reducer goes with the last reference to DDP
+    gc.collect()
     dist.destroy_process_group()
-    return 0
+    del flag
+    return code
 
 
 if __name__ == "__main__":

@@ -78,6 +78,10 @@ def main() -> int:
             print(f"rank {rank}: killed at epoch {done}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
     print(f"rank {rank}: finished at epoch {a.epochs}", flush=True)
+    # DDP's reducer must not be the one to destroy the gloo group: a finished rank can
+    # hang for ever (see train_ddp.py)
+    ddp = opt = model = None
+    gc.collect()
     dist.destroy_process_group()
     return 0
 

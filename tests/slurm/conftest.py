@@ -9,10 +9,12 @@ skipped Slurm test would hide a broken product and so fails instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -197,7 +199,38 @@ class LocalCluster:
 
         wait_until(idle, timeout, interval=0.2, message="all nodes idle")
 
+    def end_leftovers(self) -> str:
+        """After each test: no job of the plain user and none of its processes outlive it,
+        so one failed test does not fail the next ones with its leftovers. Requeue is turned
+        off first (the templates answer scancel's SIGTERM with a requeue). What had to be
+        ended, for the failing test's report ("" when nothing)."""
+        jobs = _run(["squeue", "-h", "-u", self.user, "-o", "%i"]).stdout.split()
+        for job_id in jobs:
+            _run(["scontrol", "update", f"JobId={job_id}", "Requeue=0"])
+            _run(["scancel", job_id])
+        if jobs:
+            try:
+                wait_until(
+                    lambda: not _run(["squeue", "-h", "-u", self.user]).stdout.strip(),
+                    60,
+                    interval=0.3,
+                    message="the cancelled jobs to leave the queue",
+                )
+            except WaitTimeout:
+                _run(["scancel", "--signal=KILL", "--full", "-u", self.user])
+        left = self.user_processes()
+        described = describe_processes(left)
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: not self.user_processes(), 15, message="the plain user's processes gone")
+        parts = [f"jobs cancelled: {' '.join(jobs)}"] if jobs else []
+        return "\n".join([*parts, *([f"processes killed:\n{described}"] if left else [])])
+
     def cleanup(self) -> None:
+        if os.environ.get("SLURM_FT_KEEP_JOBS") == "1":  # a debugging session reads them
+            return
         shutil.rmtree(self._tmp_root, ignore_errors=True)
 
 
@@ -271,3 +304,16 @@ def slurm_cluster() -> Iterator[LocalCluster]:
         cluster.cleanup()
         if not already_up and os.environ.get("SLURM_FT_KEEP_CLUSTER") != "1":
             _run([str(REPO / "scripts" / "slurm-local-down")])
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that failed with its job still running must not hold the nodes (or leave
+    processes) for the tests after it: the leftovers are ended and written to stderr."""
+    yield
+    if "slurm_cluster" not in request.fixturenames:
+        return
+    cluster: LocalCluster = request.getfixturevalue("slurm_cluster")
+    ended = cluster.end_leftovers()
+    if ended:
+        sys.stderr.write(f"\n{request.node.nodeid} left behind (now ended):\n{ended}\n")
