@@ -31,6 +31,7 @@ import socket
 import sys
 import time
 from types import TracebackType
+from typing import ClassVar
 
 EXIT_PRELOAD_FAILED = 3
 # What a package imports on first use, which a trainer reaches in its first step: DDP's
@@ -261,6 +262,58 @@ def _become(out: int, err: int, body: dict[str, object]) -> None:
     sys.argv[:] = [str(a) for a in argv]
 
 
+# ---------------------------------------------------------------- torch's gloo teardown
+
+
+class _Groups:
+    """Process groups the script destroyed, kept until it has run.
+
+    A DDP trainer that frees its model after ``destroy_process_group()`` leaves DDP's
+    reducer as the group's last owner; freeing the reducer destroys a gloo group while
+    holding the GIL, and a gloo thread that still holds the last collective's tensor waits
+    for that GIL: the rank hangs for ever after it finished (pytorch#56297; a cold worker
+    of the same trainer more often dies of SIGABRT at interpreter exit, the same race).
+    The unmodified PyTorch DDP tutorial does exactly this, and its warm workers hung at
+    exit in most restarted cycles. Kept here, the group outlives the reducer; released
+    after the script, its own binding destroys it with the GIL let go."""
+
+    kept: ClassVar[list[object]] = []
+
+
+def _keep_destroyed_groups() -> None:
+    """Wrap ``torch.distributed.destroy_process_group`` (when the preloads imported it) so
+    that it keeps the groups it destroys; the script sees the same function otherwise."""
+    dist = sys.modules.get("torch.distributed")
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    original = getattr(dist, "destroy_process_group", None)
+    world = getattr(c10d, "_world", None)
+    if dist is None or c10d is None or original is None or world is None or not hasattr(world, "pg_map"):
+        return
+
+    def destroy_process_group(group=None):  # type: ignore[no-untyped-def]
+        try:
+            _Groups.kept.extend(list(world.pg_map) if group is None else [group])
+        except Exception:  # a torch whose registry differs: destroy as before
+            pass
+        return original(group)
+
+    destroy_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(destroy_process_group, attr, getattr(original, attr, None))
+    for module in (dist, c10d):
+        if getattr(module, "destroy_process_group", None) is original:
+            module.destroy_process_group = destroy_process_group  # type: ignore[attr-defined]
+
+
+def _release_destroyed_groups() -> None:
+    """After the script: the reducers go first (a collection), then the groups."""
+    if _Groups.kept:
+        import gc
+
+        gc.collect()
+        _Groups.kept.clear()
+
+
 # ---------------------------------------------------------------- running the script
 
 
@@ -316,9 +369,12 @@ def main() -> None:
         os._exit(0)
     _become(*activation)
     atexit.register(_exit_by_sigint)
+    _keep_destroyed_groups()
     try:
         _run_script(sys.argv[0])
+        _release_destroyed_groups()
     except SystemExit:
+        _release_destroyed_groups()
         raise
     except BaseException as exc:  # the script's uncaught exception, shown as Python shows it
         tb = _without_own_frames(exc.__traceback__)
