@@ -338,3 +338,35 @@ def test_standbys_wait_without_using_the_cpu(tmp_path):
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
+
+
+GLOO_PROBE = REPO / "tests" / "integration" / "standby_gloo_probe.py"
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(180)
+def test_a_warm_ddp_worker_never_leaves_its_gloo_group_to_the_reducer(tmp_path):
+    """torch's teardown race (pytorch#56297): a trainer that frees DDP after
+    destroy_process_group() leaves the reducer to destroy the group, holding the GIL; the
+    tutorial trainer hung at exit in most warm cycles. A warm worker keeps the groups the
+    script destroyed until it has run, then releases them (and exits 0)."""
+    marker = procs.new_marker()
+    env = clean_env()
+    log = tmp_path / "launcher.log"
+    env.update(
+        SLURM_FT_LAUNCH_NPROC_PER_NODE="2",
+        SLURM_FT_PROBE_DIR=str(tmp_path),
+        SLURM_FT_PROBE_LOG=str(log),
+        GLOO_SOCKET_IFNAME="lo",
+        **{procs.MARKER_VAR: marker},
+    )
+    args = ["--max-restarts", "1", "--state-dir", str(tmp_path / "state"), "--launcher-log", str(log)]
+    proc = subprocess.run(
+        [*LAUNCH, *args, str(GLOO_PROBE)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=150
+    )
+    assert not procs.pids_with_marker(marker), procs.describe(procs.pids_with_marker(marker))
+    said = log.read_text()
+    assert proc.returncode == 0, said + proc.stderr
+    assert "cycle 1: 2 of 2 worker(s) started warm" in said, said
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"group-rank{rank}.json").read_text()) == {"kept": True}
