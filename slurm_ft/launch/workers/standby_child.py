@@ -22,6 +22,7 @@ The conversation on FD (a stream socket to the launcher):
 
 import ast
 import atexit
+import functools
 import importlib
 import importlib.util
 import json
@@ -31,7 +32,6 @@ import socket
 import sys
 import time
 from types import TracebackType
-from typing import ClassVar
 
 EXIT_PRELOAD_FAILED = 3
 # What a package imports on first use, which a trainer reaches in its first step: DDP's
@@ -265,8 +265,13 @@ def _become(out: int, err: int, body: dict[str, object]) -> None:
 # ---------------------------------------------------------------- torch's gloo teardown
 
 
-class _Groups:
-    """Process groups the script destroyed, kept until it has run.
+# Process groups the script destroyed, kept until it has run (``_keep_destroyed_groups``).
+_DESTROYED_GROUPS: list[object] = []
+
+
+def _keep_destroyed_groups() -> None:
+    """Wrap ``torch.distributed.destroy_process_group`` (when the preloads imported it) so
+    that it keeps the groups it destroys until the script has run.
 
     A DDP trainer that frees its model after ``destroy_process_group()`` leaves DDP's
     reducer as the group's last owner; freeing the reducer destroys a gloo group while
@@ -276,13 +281,6 @@ class _Groups:
     The unmodified PyTorch DDP tutorial does exactly this, and its warm workers hung at
     exit in most restarted cycles. Kept here, the group outlives the reducer; released
     after the script, its own binding destroys it with the GIL let go."""
-
-    kept: ClassVar[list[object]] = []
-
-
-def _keep_destroyed_groups() -> None:
-    """Wrap ``torch.distributed.destroy_process_group`` (when the preloads imported it) so
-    that it keeps the groups it destroys; the script sees the same function otherwise."""
     dist = sys.modules.get("torch.distributed")
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
     original = getattr(dist, "destroy_process_group", None)
@@ -290,16 +288,14 @@ def _keep_destroyed_groups() -> None:
     if dist is None or c10d is None or original is None or world is None or not hasattr(world, "pg_map"):
         return
 
+    @functools.wraps(original)
     def destroy_process_group(group=None):  # type: ignore[no-untyped-def]
         try:
-            _Groups.kept.extend(list(world.pg_map) if group is None else [group])
+            _DESTROYED_GROUPS.extend(list(world.pg_map) if group is None else [group])
         except Exception:  # a torch whose registry differs: destroy as before
             pass
         return original(group)
 
-    destroy_process_group.__wrapped__ = original  # type: ignore[attr-defined]
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-        setattr(destroy_process_group, attr, getattr(original, attr, None))
     for module in (dist, c10d):
         if getattr(module, "destroy_process_group", None) is original:
             module.destroy_process_group = destroy_process_group  # type: ignore[attr-defined]
@@ -307,11 +303,11 @@ def _keep_destroyed_groups() -> None:
 
 def _release_destroyed_groups() -> None:
     """After the script: the reducers go first (a collection), then the groups."""
-    if _Groups.kept:
+    if _DESTROYED_GROUPS:
         import gc
 
         gc.collect()
-        _Groups.kept.clear()
+        _DESTROYED_GROUPS.clear()
 
 
 # ---------------------------------------------------------------- running the script
@@ -353,7 +349,10 @@ def _run_script(argv0: str) -> None:
         source = fh.read()
     code = compile(source, path, "exec", dont_inherit=True)
     sys.modules["__main__"] = main
-    exec(code, main.__dict__)
+    try:
+        exec(code, main.__dict__)
+    finally:
+        _release_destroyed_groups()
 
 
 def main() -> None:
@@ -372,9 +371,7 @@ def main() -> None:
     _keep_destroyed_groups()
     try:
         _run_script(sys.argv[0])
-        _release_destroyed_groups()
     except SystemExit:
-        _release_destroyed_groups()
         raise
     except BaseException as exc:  # the script's uncaught exception, shown as Python shows it
         tb = _without_own_frames(exc.__traceback__)
