@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import procident
+from slurm_ft import boundedrun, procident
 from slurm_ft.drill.targets import Shot
 
 SRUN_TIMEOUT_S = 60.0
@@ -104,7 +104,7 @@ def send_via_srun(
         *shot_words(shots),
     ]  # fmt: skip
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = boundedrun.run(cmd, timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Sent(s.pid, False, f"srun to {node} failed: {exc}") for s in shots]
     sent: list[Sent] = []
@@ -124,13 +124,7 @@ def preempt(job_id: str, sig: int = signal.SIGUSR1) -> str | None:
     """The signal ``--signal=B:USR1`` would send, to the job's batch script; None or the problem."""
     name = signal.Signals(sig).name.removeprefix("SIG")
     try:
-        done = subprocess.run(
-            ["scancel", f"--signal={name}", "--batch", job_id],
-            capture_output=True,
-            text=True,
-            timeout=SRUN_TIMEOUT_S,
-            check=False,
-        )
+        done = boundedrun.run(["scancel", f"--signal={name}", "--batch", job_id], SRUN_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"scancel failed: {exc}"
     if done.returncode != 0:

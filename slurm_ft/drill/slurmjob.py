@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from slurm_ft import boundedrun
+
 SCONTROL_TIMEOUT_S = 30.0
 
 
@@ -63,13 +65,7 @@ def info_from_fields(fields: dict[str, str]) -> SlurmJobInfo:
 
 def lookup(job_id: str) -> SlurmJobInfo:
     try:
-        done = subprocess.run(
-            ["scontrol", "show", "job", "-o", job_id],
-            capture_output=True,
-            text=True,
-            timeout=SCONTROL_TIMEOUT_S,
-            check=False,
-        )
+        done = boundedrun.run(["scontrol", "show", "job", "-o", job_id], SCONTROL_TIMEOUT_S)
     except FileNotFoundError:
         raise JobError(
             "scontrol not found: a JOBID needs Slurm (use --state-dir for a run without Slurm)"

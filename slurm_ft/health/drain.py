@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from slurm_ft import boundedrun
 from slurm_ft.health.result import Report
 
 REASON_PREFIX = "slurm-ft:"
@@ -106,15 +107,7 @@ def plan(healthy: bool, node: NodeInfo, *, drain: bool, resume: bool, reason: st
 
 def _scontrol(scontrol: str, args: Sequence[str], env: Mapping[str, str]) -> str:
     try:
-        proc = subprocess.run(
-            [scontrol, *args],
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=SCONTROL_TIMEOUT_S,
-            check=False,
-        )
+        proc = boundedrun.run([scontrol, *args], SCONTROL_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise DrainError(f"scontrol {args[0]} timed out after {SCONTROL_TIMEOUT_S:g} s") from None
     except OSError as exc:

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft import privatefiles
+from slurm_ft import boundedrun, privatefiles
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import handover, hang, policy, spares, succession, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
@@ -628,7 +628,7 @@ def end_step(cfg: AgentConfig, events: EventLog, lost: tuple[str, ...]) -> None:
         return
     events.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=STEP_KILL_TIMEOUT_S)
+        boundedrun.run(argv, STEP_KILL_TIMEOUT_S)
 
 
 def private_run_dir() -> Path:

@@ -1,19 +1,19 @@
 """Store succession on the local Slurm (3 active nodes + 1 spare): node 0's launcher (the
 store host, on node1) is lost; node2's launcher hosts the next store, node rank 0 moves to
-the spare (node4), and the job completes without a requeue.
-
-Not covered here: stopping node1's ``slurmd`` until Slurm marks it DOWN (the cluster is
-shared by concurrent sessions; the simulated-node tests and the spare tests cover a dead
-node's launcher)."""
+the spare (node4), and the job completes without a requeue."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
+from pathlib import Path
 
 import pytest
 
+from tests.slurm.conftest import LOCAL_DIR
 from tests.slurm.test_spares_e2e import WAITER, cycle_record, launcher_pid, outcome_of
 from tests.slurm.test_templates_e2e import batch_output, cycle_logs, knobs, prepare, state_dir
 from tests.support.procs import is_alive
@@ -124,4 +124,83 @@ def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_
     check_succeeded(work, job, fields)
     launcher_log = (work / "logs" / f"launcher-{job.job_id}.log").read_text()
     assert "fence of node1: 2 process(es) killed or already gone" in launcher_log
+    slurm_cluster.assert_no_user_processes()
+
+
+def _stepd_of(pid: int) -> int:
+    """The slurmstepd that started ``pid`` (its parent)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    parent = int(stat[stat.rfind(")") + 2 :].split()[1])
+    assert Path(f"/proc/{parent}/comm").read_text().strip() == "slurmstepd", parent
+    return parent
+
+
+@pytest.mark.timeout(300)
+def test_node0_stops_answering_until_slurm_marks_it_down_and_the_job_goes_on(slurm_cluster):
+    """node1 hangs as a whole: its slurmd, the launchers' step daemon, its launcher and its
+    worker all stop answering (SIGSTOP). Only the batch script, which Slurm runs on the
+    allocation's first node, is left running, as it would be when a node's slurmd dies
+    but the node still runs the script. The peers find the store host silent, node2 takes
+    the store, its fence through Slurm cannot reach node1 and names what it could not kill,
+    Slurm marks node1 DOWN and removes it from the job (``--no-kill``), and the job
+    completes on the spare."""
+    work = prepare(slurm_cluster, "succession-down")
+    slurm_cluster.write(work / "writer.py", WRITER)
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "writer.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="1",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    wait_until(lambda: "rank 0 of 3 on node1" in cycle_logs(work).get(0, ""), 90, message="node1 training")
+    launcher = wait_until(lambda: launcher_pid(slurm_cluster.uid, "node1"), 30, message="node1's launcher")
+    procs = node_processes(work, job.job_id, 0, "node1")
+    workers = [w["pid"] for w in procs["workers"]]
+    slurmd = int((LOCAL_DIR / "slurmd-node1.pid").read_text())
+    daemons = [slurmd, _stepd_of(launcher)]
+    frozen = [*daemons, launcher, *workers]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    seen_down = False
+    try:
+        try:
+            wait_until(
+                lambda: "rank 0 of 3 on node4" in cycle_logs(work).get(1, ""), 90, message="node4 took rank 0"
+            )
+
+            def down() -> bool:
+                return "DOWN" in slurm_cluster.node_fields("node1").get("State", "")
+
+            wait_until(down, 120, interval=0.5, message="Slurm to mark node1 DOWN")
+            seen_down = True
+            # --no-kill: Slurm removes node1 from the job and the job runs on
+            assert slurm_cluster.job_state(job.job_id) == "RUNNING"
+        except AssertionError:
+            raise AssertionError(logs_of(work)) from None
+        (work / "go").touch()
+        os.chown(work / "go", slurm_cluster.uid, -1)
+        fields = slurm_cluster.wait_final(job, timeout=120)
+    finally:
+        for pid in (launcher, *workers):  # what Slurm would kill once node1 answers again
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        slurm_cluster.wait_nodes_idle(timeout=120)
+    assert seen_down
+    assert (fields["JobState"], fields["Restarts"]) == ("COMPLETED", "0"), logs_of(work)
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (0, ["node1"]), result
+    assert result["store_successions"] == ["epoch 1: node2 hosts the store after node1 was lost in cycle 0"]
+    # node1 did not answer: nothing there could be killed, and the outcome names each process
+    named = sorted(re.sub(r"\): .*", ")", u) for u in result["unfenced"])
+    assert named == sorted(
+        [f"node1: pid {launcher} (launcher)", *(f"node1: pid {w} (rank 0)" for w in workers)]
+    )
+    last = cycle_record(work, job.job_id, result["last_cycle"])
+    assert last["active_nodes"] == ["node4", "node2", "node3"] and last["master_addr"] == "node4"
     slurm_cluster.assert_no_user_processes()

@@ -22,6 +22,9 @@ CONNECT_ATTEMPT_S = 2.0
 # that others hold to the port slow every new one down (measured: about 4 s with 100
 # held, 30 s with 400: README, security), so this is longer than any operation's timeout.
 RECONNECT_S = 60.0
+# How much longer than its own timeout a connection attempt is given before it is abandoned
+# (:func:`_client`): torch's own timeout ends a refused or slow connect first.
+CONNECT_GRACE_S = 1.0
 FAST_POLL_S = 0.005
 FAST_POLL_PERIOD_S = 2.0
 
@@ -148,6 +151,36 @@ def host(port: int, op_timeout: float) -> Store:
     return store
 
 
+def _client(dist: ModuleType, address: str, port: int, timeout: float) -> Store:
+    """A client connection to the TCPStore at ``address:port``, made within ``timeout``
+    (plus :data:`CONNECT_GRACE_S`) or RuntimeError.
+
+    torch's client constructor waits for the server's answer to its first request without
+    a time limit: a store whose process is frozen (SIGSTOP, a hung node) still accepts the
+    connection in its kernel and never answers, and the constructor blocked for ever
+    (measured: over 60 s with a 1 s timeout, torch 2.13), past every join timeout. So the
+    connection is made on a thread of its own and abandoned at the deadline; that thread
+    ends when the host answers or dies, or with the launcher."""
+    made: list[Store | BaseException] = []
+
+    def make() -> None:
+        try:
+            made.append(
+                dist.TCPStore(address, port, None, False, datetime.timedelta(seconds=timeout), use_libuv=True)
+            )
+        except BaseException as exc:  # handed to the caller's thread
+            made.append(exc)
+
+    thread = threading.Thread(target=make, name="slurm-ft-store-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + CONNECT_GRACE_S)
+    if not made:
+        raise RuntimeError(f"{address}:{port} took the connection but did not answer within {timeout:g} s")
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    return made[0]
+
+
 def connect(
     address: str,
     port: int,
@@ -168,14 +201,7 @@ def connect(
         if left <= 0:
             raise StoreLost(f"could not reach the rendezvous store at {address}:{port}")
         try:
-            store: Store = dist.TCPStore(
-                address,
-                port,
-                None,
-                False,
-                datetime.timedelta(seconds=max(0.1, min(attempt, left))),
-                use_libuv=True,
-            )
+            store = _client(dist, address, port, max(0.1, min(attempt, left)))
         except RuntimeError:
             sleep(min(0.2, max(0.0, deadline - time.monotonic())))
             continue
@@ -187,14 +213,7 @@ def reconnect(address: str, port: int, op_timeout: float) -> Store:
     """A second connection to a store that is known to be up, for another thread
     (:class:`StoreLost` when it cannot be made within ``RECONNECT_S``)."""
     try:
-        store: Store = _c10d().TCPStore(
-            address,
-            port,
-            None,
-            False,
-            datetime.timedelta(seconds=max(op_timeout, RECONNECT_S)),
-            use_libuv=True,
-        )
+        store = _client(_c10d(), address, port, max(op_timeout, RECONNECT_S))
     except RuntimeError as exc:
         raise lost(exc) from None
     store.set_timeout(datetime.timedelta(seconds=op_timeout))
