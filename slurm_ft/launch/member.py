@@ -124,14 +124,18 @@ class Member:
         return None if report.healthy else self._unhealthy(report, "")
 
     def _unhealthy(self, report: health.Report, when: str) -> str:
-        """Record this node unhealthy (its record in the state dir, an event line); returns
-        '<check>: <detail>', what its join says."""
+        """Record this node unhealthy (its record in the state dir, best effort: the file
+        system that failed the check may hold it; an event line); returns '<check>:
+        <detail>', what its join and its failure say."""
         detail = periodic.unhealthy_detail(report) or "unhealthy"
         doc = report.to_json()
         if when:
             doc["when"] = when
-        self.books.own_unhealthy(detail, doc)
         self.ev.event(f"node unhealthy{' ' + when if when else ''}: {detail}")
+        try:
+            self.books.own_unhealthy(detail, doc)
+        except OSError as exc:
+            self.ev.event(f"unhealthy record not written: {exc.strerror or exc}")
         return detail
 
     def _periodic_check(self) -> periodic.PeriodicCheck | None:
