@@ -220,7 +220,7 @@ class Member:
                         done_marked = True
                     end = (
                         self._nic_view(i)
-                        or self._health_view(i)
+                        or (None if done_marked else self._health_view(i))  # none left to guard
                         or self._rank_view(i)
                         or self._job_view(i, judge, active)
                     )
