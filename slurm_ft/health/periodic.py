@@ -129,8 +129,8 @@ class PeriodicCheck:
         with self._lock:
             self._thread = None
             self._next = self._clock() + self.interval
-            self.runs += 1
             self.last = report
+            self.runs += 1  # after ``last``: a reader that sees the count sees the report
             if not report.healthy:
                 self._failed = report
                 if self._wake_fd is not None:  # under the lock: close() may not pass it
