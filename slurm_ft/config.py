@@ -127,6 +127,9 @@ class HealthSettings:
     nic_monitor: bool = False
     nic_monitor_interval: float = 5.0
     nic_monitor_fatal: bool = False
+    # The GPU check and the storage probes again every S s while workers train (the same
+    # checks as before each join, bounded by ``deadline``); 0: only before each join.
+    check_interval: float = 300.0
 
 
 @dataclass
@@ -345,6 +348,9 @@ def validate(settings: Settings) -> None:
         raise ConfigError(f"{YAML_ROOT}.launch.role: must not be empty")
     if settings.health.deadline <= 0:
         raise ConfigError(f"{YAML_ROOT}.health.deadline: must be > 0, got {settings.health.deadline}")
+    every = settings.health.check_interval
+    if every < 0:
+        raise ConfigError(f"{YAML_ROOT}.health.check_interval: must be >= 0 (0 is off), got {every}")
     _validate_progress(settings.progress)
 
 

@@ -60,12 +60,17 @@ class FailureKind(str, Enum):
     LAUNCHER = "launcher"  # a launcher failed
     NIC = "nic"  # a monitored NIC of a node went down while workers ran (health.nic_monitor_fatal)
     HANG = "hang"  # a hang detector fired (see launch/hang.py); the workers were alive but stuck
+    # The node's health check failed while its workers trained (health.check_interval): the
+    # node joins the next cycle unhealthy, as after a failed check before the join.
+    UNHEALTHY = "unhealthy"
 
     @property
     def retryable(self) -> bool:
         """A NIC failure is retried like a worker's: the next cycle's health check, before
-        the join, decides whether the node can take part (94 when the link stays down)."""
-        return self in (FailureKind.WORKER, FailureKind.NIC, FailureKind.HANG)
+        the join, decides whether the node can take part (94 when the link stays down). An
+        unhealthy node's failure too: it joins the next cycle unhealthy, so node 0 replaces
+        it with a spare or stops with 94, as for any node unhealthy at a join."""
+        return self in (FailureKind.WORKER, FailureKind.NIC, FailureKind.HANG, FailureKind.UNHEALTHY)
 
 
 @dataclass(frozen=True)

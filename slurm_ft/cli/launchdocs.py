@@ -122,6 +122,13 @@ MEANING: dict[str, str] = {
     "--max-no-progress-cycles": "stop (93) after this many cycles in a row without progress",
     "--min-progress-iterations": "how far the iteration must move to count as progress",
     "--health-checks": ("checks run before each join ([health check](../guides/health-checks.md))"),
+    "--health-check-interval": (
+        "while workers train, the `gpu` and `storage` checks of `--health-checks` run again every S "
+        "seconds, bounded by the health deadline and never blocking the launcher; a failure ends "
+        "the cycle (kind `unhealthy`) and the node joins the next one unhealthy: a spare takes "
+        "its place, or the attempt ends with 94 naming it ([health during "
+        "training](../guides/health-checks.md#health-during-training)); `0`: off"
+    ),
     "--nics": "NICs that must be up",
     "--paths": "paths that must answer (`%n` = node name)",
     "--nic-mode": (

@@ -298,7 +298,7 @@ PROGRESS = OptionGroup(
 )
 
 HEALTH = OptionGroup(
-    "health checks before each join",
+    "health checks before each join and while training",
     (
         _opt(
             "--health-checks",
@@ -306,6 +306,14 @@ HEALTH = OptionGroup(
             metavar="LIST|none",
             help="checks before each join: a subset of nic,storage,gpu, or none",
             default="`nic,storage,gpu`",
+        ),
+        _opt(
+            "--health-check-interval",
+            dest="health_check_interval",
+            metavar="S",
+            help="while workers train, the gpu and storage checks again every S s; a failure ends "
+            "the cycle and the node is unhealthy; 0: off",
+            setting="health.check_interval",
         ),
         _opt(
             "--nics",

@@ -51,7 +51,9 @@ COMMANDS: tuple[Command, ...] = (
             ("93", "the no-progress guard stopped the job (every launcher)"),
             (
                 "94",
-                "a node failed its health check before a join, or its workers outlived SIGKILL "
+                "a node failed its health check before a join or while its workers trained "
+                "(`--health-check-interval`; without a spare to take its place), or its workers "
+                "outlived SIGKILL "
                 "(`launch.kill_timeout`), or its state dir stopped answering ([a file system that "
                 "stops answering](../guides/nfs-lustre.md#a-file-system-that-stops-answering)): "
                 "**every** launcher "

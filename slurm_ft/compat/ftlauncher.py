@@ -183,6 +183,14 @@ def _base_logfile(what: str, v: Value, t: Translation) -> None:
     t.overrides["applog.prefix"] = path
 
 
+def _health_interval(what: str, v: Value, t: Translation) -> None:
+    # ft_launcher's off values (none, 0) are slurm-ft's 0: checks before each join only.
+    seconds = 0.0 if _is_off(v) else _number(what, v)
+    if seconds < 0:
+        raise CompatError(f"{what}: expected a number of seconds >= 0, got {v!r}")
+    t.overrides["health.check_interval"] = seconds
+
+
 def _restart_policy(what: str, v: Value, t: Translation) -> None:
     if _text(what, v) != "any-failed":
         raise CompatError(
@@ -246,7 +254,6 @@ def _off_only(what: str, v: Value, t: Translation) -> None:
 
 _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("workload-check-interval", "rank monitor poll interval; hang detection has its own"),
-    ("node-health-check-interval", "health checks run before each rendezvous"),
     ("node-health-check-endpoint", "no external node health service"),
     ("log-level", "launcher events are always logged"),
     ("restart-check-interval", "no layered in-process restart"),
@@ -347,6 +354,14 @@ FT_OPTIONS: tuple[FtOption, ...] = (
         "`--nic-monitor` (NIC links watched while workers run)",
         True,
         _set("health.nic_monitor", _boolean),
+    ),
+    FtOption(
+        "node-health-check-interval",
+        Kind.ALIAS,
+        "`--health-check-interval` (the `gpu` and `storage` checks every S s while workers train;"
+        " 0 or none: off)",
+        True,
+        _health_interval,
     ),
     FtOption(
         "storage-health-check-path",

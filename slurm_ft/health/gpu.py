@@ -17,6 +17,7 @@ from typing import Any
 from slurm_ft.health.result import Result, Status
 
 MIB = 1024 * 1024
+NOT_JUDGED = "not judged while workers run"
 LIBRARY = "libnvidia-ml.so.1"
 
 RECOVERY_ACTIONS = {
@@ -171,8 +172,10 @@ def _query(fn: Callable[[], Any]) -> tuple[Any, _Sub | None]:
         return None, _Sub(Status.FAIL, f"NVML error: {exc}")
 
 
-def judge_gpu(nvml: Any, index: int, own_pids: Collection[int], tolerance_mib: int) -> Result:
-    """All per-GPU checks; each NotSupported answer is a skip of that check alone."""
+def judge_gpu(nvml: Any, index: int, own_pids: Collection[int], tolerance_mib: int | None) -> Result:
+    """All per-GPU checks; each NotSupported answer is a skip of that check alone.
+    ``tolerance_mib`` None: foreign memory is not judged (while the job's own workers hold
+    the GPUs, whose pids NVML may give from another pid namespace)."""
     start = time.monotonic()
     subs: dict[str, _Sub] = {}
 
@@ -216,20 +219,23 @@ def judge_gpu(nvml: Any, index: int, own_pids: Collection[int], tolerance_mib: i
     else:
         subs["retired_pages"] = err
 
-    procs, err = _query(lambda: nvml.processes(index))
     foreign: list[tuple[int, int]] = []
-    if err is None:
-        foreign = [(pid, used) for pid, used in procs if pid not in own_pids]
-        foreign_mib = sum(used for _, used in foreign) // MIB
-        if foreign_mib > tolerance_mib:
-            pids = ", ".join(str(pid) for pid, _ in foreign)
-            subs["foreign_memory"] = _Sub(
-                Status.FAIL, f"processes not ours hold {foreign_mib} MiB (pids {pids})"
-            )
-        else:
-            subs["foreign_memory"] = _Sub(Status.PASS, f"foreign memory {foreign_mib} MiB")
+    if tolerance_mib is None:
+        subs["foreign_memory"] = _Sub(Status.SKIP, NOT_JUDGED)
     else:
-        subs["foreign_memory"] = err
+        procs, err = _query(lambda: nvml.processes(index))
+        if err is None:
+            foreign = [(pid, used) for pid, used in procs if pid not in own_pids]
+            foreign_mib = sum(used for _, used in foreign) // MIB
+            if foreign_mib > tolerance_mib:
+                pids = ", ".join(str(pid) for pid, _ in foreign)
+                subs["foreign_memory"] = _Sub(
+                    Status.FAIL, f"processes not ours hold {foreign_mib} MiB (pids {pids})"
+                )
+            else:
+                subs["foreign_memory"] = _Sub(Status.PASS, f"foreign memory {foreign_mib} MiB")
+        else:
+            subs["foreign_memory"] = err
 
     data: dict[str, Any] = {k: {"status": s.status.value, "detail": s.detail} for k, s in subs.items()}
     if foreign:
@@ -247,7 +253,7 @@ def judge_gpu(nvml: Any, index: int, own_pids: Collection[int], tolerance_mib: i
 
 def check(
     expected: int | None,
-    tolerance_mib: int,
+    tolerance_mib: int | None,
     own_pids: Collection[int],
     opener: Opener = NvmlAdapter.open,
 ) -> list[Result]:
@@ -266,7 +272,7 @@ def check(
 
 
 def _check_open(
-    nvml: Any, expected: int | None, tolerance_mib: int, own_pids: Collection[int], start: float
+    nvml: Any, expected: int | None, tolerance_mib: int | None, own_pids: Collection[int], start: float
 ) -> list[Result]:
     try:
         count = nvml.device_count()

@@ -68,7 +68,7 @@ def take_baseline(settings: HealthSettings) -> Baseline:
 
 
 def _gpu_check(
-    expected: int | None, tolerance_mib: int, ours: frozenset[int], opener: gpu.Opener | None
+    expected: int | None, tolerance_mib: int | None, ours: frozenset[int], opener: gpu.Opener | None
 ) -> list[Result]:
     """The GPU family, imported only when selected: node checks without GPUs start faster."""
     from slurm_ft.health import gpu
@@ -86,6 +86,7 @@ def run_checks(
     own_pids: Collection[int] | None = None,
     started_at: float | None = None,
     near_paths: Sequence[str] = (),
+    foreign_memory: bool = True,
 ) -> Report:
     """Run ``settings.checks``; returns by ``settings.deadline`` (plus a few ms).
 
@@ -93,7 +94,9 @@ def run_checks(
     settings raise ConfigError (call ``validate`` first to report them early).
     ``started_at`` (time.monotonic) lets a command count the deadline from its own start.
     ``near_paths``: directories the launcher writes into, probed by the storage family
-    (bounded like ``settings.paths``) even when they do not exist yet.
+    (bounded like ``settings.paths``) even when they do not exist yet. ``foreign_memory``
+    False: GPU memory held by other processes is not judged (the launcher's check while
+    its own workers hold the GPUs).
     """
     validate(settings)
     start = time.monotonic() if started_at is None else started_at
@@ -113,7 +116,12 @@ def run_checks(
             budget_s=settings.deadline,
             near_paths=near_paths,
         ),
-        "gpu": lambda: _gpu_check(expected, settings.gpu_foreign_memory_tolerance_mib, ours, nvml_opener),
+        "gpu": lambda: _gpu_check(
+            expected,
+            settings.gpu_foreign_memory_tolerance_mib if foreign_memory else None,
+            ours,
+            nvml_opener,
+        ),
     }
     selected = [name for name in CHECK_NAMES if name in settings.checks]
     outcome: dict[str, list[Result]] = {}

@@ -567,6 +567,8 @@ class Agent:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
         privatefiles.remove_tree(self._run_dir)
+        if self.member is not None:
+            self.member.close()
         self._wake.close()
 
 

@@ -20,7 +20,7 @@ from enum import Enum
 
 from slurm_ft import health
 from slurm_ft.exitcodes import signal_name
-from slurm_ft.health import nicmonitor
+from slurm_ft.health import nicmonitor, periodic
 from slurm_ft.launch import hang, policy
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
@@ -95,6 +95,11 @@ class Member:
         self._wake = wake
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
         self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
+        self._gpus_seen: int | None = None  # by the last check before a join
+        # Set once a check while training failed: this node joins every later cycle of the
+        # attempt unhealthy (it failed a check seconds ago; no second look decides again).
+        self.found_unhealthy: str | None = None
+        self.periodic = self._periodic_check()
         self.hangs = hangs
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         for warning in cfg.placement.warnings if cfg.placement else ():
@@ -103,15 +108,52 @@ class Member:
     # ------------------------------------------------------------------ health + join
 
     def check_health(self, i: int) -> str | None:
-        """None when healthy (or checks are off this cycle), else '<check>: <detail>'."""
+        """None when healthy (or checks are off this cycle), else '<check>: <detail>'. A
+        node whose check failed while training stays unhealthy (also when that run ended
+        only after its cycle did)."""
+        if self.found_unhealthy is None and self.periodic is not None:
+            late = self.periodic.take_failed()
+            if late is not None:
+                self.found_unhealthy = self._unhealthy(late, "while training")
+        if self.found_unhealthy is not None:
+            return self.found_unhealthy
         report = node_checks(self.cfg, i, self._baseline)
-        first = report.first_failure if report is not None else None
-        if report is None or report.healthy or first is None:
+        if report is None:
             return None
-        detail = f"{first.name}: {first.detail}"
-        self.books.own_unhealthy(detail, report.to_json())
-        self.ev.event(f"node unhealthy: {detail}")
+        self._gpus_seen = periodic.gpus_seen(report) or self._gpus_seen
+        return None if report.healthy else self._unhealthy(report, "")
+
+    def _unhealthy(self, report: health.Report, when: str) -> str:
+        """Record this node unhealthy (its record in the state dir, best effort: the file
+        system that failed the check may hold it; an event line); returns '<check>:
+        <detail>', what its join and its failure say."""
+        detail = periodic.unhealthy_detail(report) or "unhealthy"
+        doc = report.to_json()
+        if when:
+            doc["when"] = when
+        self.ev.event(f"node unhealthy{' ' + when if when else ''}: {detail}")
+        try:
+            self.books.own_unhealthy(detail, doc)
+        except OSError as exc:
+            self.ev.event(f"unhealthy record not written: {exc.strerror or exc}")
         return detail
+
+    def _periodic_check(self) -> periodic.PeriodicCheck | None:
+        """The GPU and storage checks while workers train, when asked for
+        (``health.check_interval``) and selected; run in a thread, the same way as before
+        a join (:func:`node_checks`)."""
+        cfg, hs = self.cfg, self.cfg.settings.health
+        chosen = periodic.families(hs.checks)
+        if not cfg.health_checks or hs.check_interval <= 0 or not chosen:
+            return None
+        self.ev.event(f"health checks while training: {', '.join(chosen)} every {hs.check_interval:g} s")
+        return periodic.PeriodicCheck(
+            lambda: training_checks(self.cfg, self._gpus_seen),
+            hs.check_interval,
+            node_name=cfg.job.node_name,
+            now=time.monotonic(),
+            wake_fd=self._wake.write_fd,
+        )
 
     def join(self, i: int, unhealthy: str | None, stuck: str | None = None) -> None:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
@@ -152,6 +194,8 @@ class Member:
         self.threads.watch_halt(i)
         if self.nics is not None:
             self.nics.rebase(time.monotonic())
+        if self.periodic is not None:
+            self.periodic.rebase(time.monotonic())
         done_marked = False
         slots = {rank: f.slot for rank, f in workers.files.items()}
         with self.hangs.watching(i, workers.pids_by_rank, slots):
@@ -174,7 +218,12 @@ class Member:
                     if not done_marked and workers.all_succeeded():
                         self.client.mark_done(i, self.cfg.job.node_rank)
                         done_marked = True
-                    end = self._nic_view(i) or self._rank_view(i) or self._job_view(i, judge, active)
+                    end = (
+                        self._nic_view(i)
+                        or (None if done_marked else self._health_view(i))  # none left to guard
+                        or self._rank_view(i)
+                        or self._job_view(i, judge, active)
+                    )
                 except StoreLost as exc:
                     return WatchEnd(WatchEndKind.STORE_LOST, detail=str(exc))
                 end = end or self._threads_view()
@@ -196,7 +245,10 @@ class Member:
 
     def _sleep(self, metrics: bool) -> float:
         nics = self.cfg.settings.health.nic_monitor_interval if self.nics is not None else None
-        return policy.watch_sleep(self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics)
+        checks = self.periodic.interval if self.periodic is not None else None
+        return policy.watch_sleep(
+            self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics, checks
+        )
 
     def _rank_view(self, i: int) -> WatchEnd | None:
         """The opt-in rank monitor (heart-beats, sections) over this node's workers; a
@@ -223,6 +275,24 @@ class Member:
                 won = self.client.publish_failure(i, self.own_failure(FailureKind.NIC, event.message()))
                 return WatchEnd(WatchEndKind.FAILURE, failure=won)
         return None
+
+    def _health_view(self, i: int) -> WatchEnd | None:
+        """The health check while training (``health.check_interval``): a failed run ends
+        the cycle as this node's failure, kind ``unhealthy``, and the node joins the next
+        cycle unhealthy (a spare takes its node rank, or the attempt stops with 94)."""
+        if self.periodic is None:
+            return None
+        report = self.periodic.poll(time.monotonic())
+        if report is None:
+            return None
+        detail = self.found_unhealthy = self._unhealthy(report, "while training")
+        failure = self.own_failure(FailureKind.UNHEALTHY, f"health check while training: {detail}")
+        return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
+
+    def close(self) -> None:
+        """Before the launcher closes its wake pipe (a check may still be running)."""
+        if self.periodic is not None:
+            self.periodic.close()
 
     def stand_by(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd:
         """A spare's cycle: no workers, only the job's view, woken by the halt waiter, a
@@ -343,11 +413,32 @@ def node_checks(cfg: AgentConfig, i: int, baseline: health.Baseline | None) -> h
     return health.run_checks(
         dataclasses.replace(cfg.settings.health, nic_mode=launch.nic_mode),
         node_name=cfg.job.node_name,
-        expected_gpus=cfg.settings.health.gpus or cfg.job.gpus_on_node,
+        expected_gpus=configured_gpus(cfg),
         baseline=baseline,
         own_pids=[os.getpid()],
         near_paths=written_dirs(cfg),
     )
+
+
+def training_checks(cfg: AgentConfig, gpus_seen: int | None) -> health.Report:
+    """The same run while this node's workers train: only the GPU and storage families (the
+    NIC monitor watches the links), GPU memory of other processes not judged (the job's
+    own workers hold the GPUs now), and a GPU count below the one seen before the join a
+    failure even when Slurm names none (a GPU that fell off the bus)."""
+    hs = cfg.settings.health
+    return health.run_checks(
+        dataclasses.replace(hs, checks=periodic.families(hs.checks)),
+        node_name=cfg.job.node_name,
+        expected_gpus=periodic.expected_gpus(configured_gpus(cfg), gpus_seen),
+        own_pids=[os.getpid()],
+        near_paths=written_dirs(cfg),
+        foreign_memory=False,
+    )
+
+
+def configured_gpus(cfg: AgentConfig) -> int | None:
+    """The GPU count the node must show: ``health.gpus``, else Slurm's."""
+    return cfg.settings.health.gpus or cfg.job.gpus_on_node
 
 
 def written_dirs(cfg: AgentConfig) -> list[str]:

@@ -204,16 +204,23 @@ def departed(reason: str) -> Verdict:
 
 
 def watch_sleep(
-    monitor_interval: float, hang_period: float, nic_interval: float | None, metrics: bool
+    monitor_interval: float,
+    hang_period: float,
+    nic_interval: float | None,
+    metrics: bool,
+    check_interval: float | None = None,
 ) -> float:
     """How long the watch may sleep: until its next periodic duty (the store poll, the hang
-    look, the NIC sample when NICs are monitored, the metrics file's 1 s tick). Everything
+    look, the NIC sample when NICs are monitored, the metrics file's 1 s tick, the start of
+    the next health check while training; a failed one wakes it at once). Everything
     that ends a cycle wakes it at once instead: a worker's exit (pidfd), a signal, a halt
     anywhere (halt waiter), a lost peer (peer monitor), a dead background thread (wake
     pipe); the store is polled only every ``monitor_interval`` as a fallback."""
     duties = [monitor_interval, hang_period]
     if nic_interval is not None:
         duties.append(nic_interval)
+    if check_interval is not None:
+        duties.append(check_interval)
     if metrics:
         duties.append(1.0)
     return min(duties)

@@ -52,7 +52,13 @@ TOP_CAUSES = 5
 _NO_RUN = "attempt:"  # key prefix of cycles known only from the ledger (no run_uuid)
 # Failure kinds that say something about the node they happened on (a forwarded signal does not).
 NODE_FAULT_KINDS = frozenset(
-    {FailureKind.WORKER.value, FailureKind.LOST_NODE.value, FailureKind.LAUNCHER.value, FailureKind.NIC.value}
+    {
+        FailureKind.WORKER.value,
+        FailureKind.LOST_NODE.value,
+        FailureKind.LAUNCHER.value,
+        FailureKind.NIC.value,
+        FailureKind.UNHEALTHY.value,
+    }
 )
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
 

@@ -124,6 +124,7 @@ FT: dict[str, tuple[str | None, Check | str]] = {
     "--ft-gpu-memory-tolerance-mb": ("512.4", setting("launch.gpu_release_tolerance_mib", 512)),
     "--ft-enable-nic-healthcheck": ("true", checks({"nic"})),
     "--ft-enable-nic-monitor": ("true", setting("health.nic_monitor", True)),
+    "--ft-node-health-check-interval": ("5", setting("health.check_interval", 5.0)),
     "--ft-storage-health-check-path": ("/data,/ckpt", setting("health.paths", ["/data", "/ckpt"])),
     "--ft-storage-healthcheck-path": ("/data", checks({"storage"})),
     "--ft-enable-dist-storage-healthcheck": ("false", setting("health.discover_mounts", False)),

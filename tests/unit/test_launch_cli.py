@@ -83,3 +83,37 @@ def test_dry_run_of_a_spare_says_so_and_the_world_size_excludes_the_spares(capsy
     assert "spares: 1 of 3 node(s) stand by (segment 1, suspect after 2); this node starts as a spare" in out
     assert "world size 4, no ranks here until it replaces an active node" in out
     assert "worker local_rank" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--health-check-interval", "-1"], "--health-check-interval: must be >= 0 (0 is off), got -1.0"),
+        (["--health-check-interval", "soon"], "--health-check-interval: expected number, got 'soon'"),
+        (
+            ["--ft-node-health-check-interval", "-2"],
+            "--ft-node-health-check-interval: expected a number of seconds >= 0, got '-2'",
+        ),
+    ],
+)
+def test_bad_health_check_intervals_are_one_line(capsys, monkeypatch, tmp_path, args, message):
+    _three_node_job(monkeypatch, tmp_path, 0)
+    assert cli.main([*args, "--nproc-per-node", "1", "t.py"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_ft_launchers_interval_is_the_health_check_interval():
+    """Issue 34, item 3: --ft-node-health-check-interval (any spelling, or its YAML key) sets
+    health.check_interval; its off values turn the checks while training off."""
+    it = launchoptions.interpret(["--ft-node_health_check_interval", "5", "t.py"])
+    assert it.cli["health.check_interval"] == 5.0
+    it = launchoptions.interpret(
+        ["--ft-cfg-path", "c.yaml", "t.py"],
+        read_yaml=lambda path: {"fault_tolerance": {"node_health_check_interval": "none"}},
+    )
+    assert it.cli["health.check_interval"] == 0.0
+    it = launchoptions.interpret(
+        ["--ft-node-health-check-interval", "5", "--health-check-interval", "9", "t.py"]
+    )
+    assert it.cli["health.check_interval"] == "9", "slurm-ft's own option wins, as for every alias"
