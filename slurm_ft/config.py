@@ -152,7 +152,7 @@ class HangSettings:
     iteration_timeout: float = 0.0  # the checkpoint iteration did not advance for this long
     # Learned timeouts (README "Hangs"): a hang at safety_factor x the longest gap between
     # the job's signs of life, at least learned_floor, at most timeout; 0: fixed timeouts.
-    safety_factor: float = 8.0
+    safety_factor: float = 7.0  # hanglearn.DEFAULT_FACTOR (why 7: its comment)
     learned_floor: float = 20.0
     initial_timeout: float = 600.0  # each cycle's warm-up: judged by timeout only, not learned
     rank_heartbeat_timeout: float = 0.0  # slurm_ft.worker.heartbeat() not called for this long

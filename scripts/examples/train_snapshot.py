@@ -19,6 +19,7 @@ import gc
 import os
 import signal
 import sys
+import time
 
 
 def parse() -> argparse.Namespace:
@@ -26,6 +27,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--snapshot", default=os.environ.get("TRAIN_SNAPSHOT", "snapshot.pt"))
     p.add_argument("--epochs", type=int, default=int(os.environ.get("TRAIN_EPOCHS", "30")))
     p.add_argument("--save-every", type=int, default=int(os.environ.get("TRAIN_SAVE_EVERY", "5")))
+    p.add_argument(
+        "--epoch-time",
+        type=float,
+        default=float(os.environ.get("TRAIN_EPOCH_TIME", "0")),
+        help="sleep S s per epoch (a slower trainer's rhythm, for the hang benchmarks)",
+    )
     p.add_argument("--crash", default=os.environ.get("TRAIN_CRASH", ""))
     p.add_argument("--crash-rank", type=int, default=int(os.environ.get("TRAIN_CRASH_RANK", "0")))
     return p.parse_args()
@@ -68,6 +75,8 @@ def main() -> int:
             opt.zero_grad()
             loss.backward()
             opt.step()
+        if a.epoch_time:
+            time.sleep(a.epoch_time)
         done = epoch + 1
         print(f"rank {rank}: epoch {done} loss {loss.item():.5f}", flush=True)
         if rank == 0 and done % a.save_every == 0:

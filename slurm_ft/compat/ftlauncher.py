@@ -387,7 +387,7 @@ FT_OPTIONS: tuple[FtOption, ...] = (
     FtOption(
         "safety-factor",
         Kind.HANG,
-        "`slurm_ft.hang.safety_factor` (learned hang timeouts: F x the longest gap seen)",
+        "`slurm_ft.hang.safety_factor` (learned hang timeouts: F x the longest gap seen; default 7)",
         True,
         _hang("hang.safety_factor"),
     ),

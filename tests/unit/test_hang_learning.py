@@ -10,12 +10,14 @@ import math
 
 import pytest
 
+from slurm_ft.config import HangSettings
 from slurm_ft.launch import hanglearn
 from slurm_ft.launch.hanglearn import Policy, Rhythm
 
 DEFAULT = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, hanglearn.DEFAULT_WARMUP_S)
 HOUR = 3600.0
 START = 120.0  # seconds from the cycle's start to its first line (start-up)
+PEER_PERIOD = 5.0  # how often a peer samples its workers with the default --hang-timeout
 
 
 def steady(interval: float, seconds: float = HOUR) -> list[float]:
@@ -28,19 +30,21 @@ def periodic(base: float, every: int, slow: float, repeats: int) -> list[float]:
 
 
 # A hang after an hour of steady output: found within max(30 s, 10 x the interval) of the
-# last line (goal of issue 34), the tick's 1 s of sampling error included.
+# last line (goal of issue 34), the tick's sampling error and a peer's sampling period
+# included. With the factor 8 the 1 s and 10 s trainers missed it (31 s, 103 s).
 @pytest.mark.parametrize(
     ("interval", "tick", "found_within"),
     [(0.2, 2.0, 30.0), (1.0, 2.0, 30.0), (10.0, 2.0, 100.0), (60.0, 5.0, 600.0)],
 )
 def test_a_hang_is_found_within_the_goal(interval: float, tick: float, found_within: float) -> None:
     lines = steady(interval)
-    # Gaps are read to node 0's tick: the worst case reads every gap a tick long, and the
-    # verdict comes a tick late.
+    # Gaps are read to node 0's tick: the worst case reads every gap a tick long, the
+    # verdict comes a tick late, and a peer whose workers wrote last is sampled up to its
+    # period (5 s) late.
     found = hanglearn.simulate(DEFAULT, [g + tick for g in lines] + [math.inf], start_gap=START)
     assert found is not None
     last_read = START + sum(g + tick for g in lines)
-    assert found - last_read + tick <= found_within, found - last_read
+    assert found - last_read + tick + PEER_PERIOD <= found_within, found - last_read
 
 
 @pytest.mark.parametrize(
@@ -50,8 +54,8 @@ def test_a_hang_is_found_within_the_goal(interval: float, tick: float, found_wit
         (Rhythm(0.0, 500.0, 0.0), 700.0, 5.0),  # silent since the warm-up: nothing pending
         (Rhythm(0.0, 650.0, 0.0), 700.0, 2.0),  # a first sign of life after it: a gap comes
         (Rhythm(0.0, 650.0, 1.0), 700.0, 2.0),  # 1 s trainer: limit 20 s
-        (Rhythm(0.0, 650.0, 12.0), 700.0, 2.0),  # 10 s trainer: limit 96 s
-        (Rhythm(0.0, 650.0, 61.0), 700.0, 5.0),  # 60 s trainer: limit 488 s
+        (Rhythm(0.0, 650.0, 12.0), 700.0, 2.0),  # 10 s trainer: limit 84 s
+        (Rhythm(0.0, 650.0, 61.0), 700.0, 5.0),  # 60 s trainer: limit 427 s
     ],
 )
 def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
@@ -63,7 +67,7 @@ def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
 def test_the_limit_stays_above_what_a_busy_peer_can_show() -> None:
     """A peer that samples every 5 s reports nothing below 10 s of quiet; node 0 takes an
     unreported peer as 10 s quiet, so no limit may be at or below that."""
-    policy = Policy(8.0, 2.0, 120.0, 0.0, peer_period=5.0)
+    policy = Policy(7.0, 2.0, 120.0, 0.0, peer_period=5.0)
     assert policy.report_after == 10.0
     assert hanglearn.learned(policy, 0.5) == 15.0
     assert hanglearn.learned(DEFAULT, 0.5) == 20.0
@@ -75,11 +79,15 @@ NO_ALARM = {
     "slow checkpoint (18 s silent) every 1000 steps of 1 s": periodic(1.0, 1000, 18.0, 8),
     "10x slower step every 50 steps of 1 s": periodic(1.0, 50, 10.0, 100),
     "10x slower step every 50 steps of 1.9 s": periodic(1.9, 50, 19.0, 50),
+    "validation (12 s silent) every 60 steps of 1 s, checkpoint (6 s silent) every 120": (
+        [1.0] * 59 + [12.0] + [1.0] * 59 + [12.0, 6.0]
+    )
+    * 20,
     "10x slower step every 50 steps of 0.2 s": periodic(0.2, 50, 2.0, 500),
     "data-loader refill (8 s) every 200 steps of 0.5 s": periodic(0.5, 200, 8.0, 40),
     "GC pause of 5 s every 300 steps of 0.1 s": periodic(0.1, 300, 5.0, 100),
-    "a 10 s trainer with a 70 s evaluation": periodic(10.0, 30, 70.0, 10),
-    "a 60 s trainer with a 7-minute checkpoint": periodic(60.0, 20, 420.0, 5),
+    "a 10 s trainer with a 60 s evaluation": periodic(10.0, 30, 60.0, 10),
+    "a 60 s trainer with a 6-minute checkpoint": periodic(60.0, 20, 360.0, 5),
 }
 
 
@@ -106,26 +114,26 @@ def test_the_first_cycle_knows_no_gap_until_after_its_warm_up() -> None:
 
 
 def test_a_gap_judged_a_hang_is_carried_so_the_same_silence_is_no_hang_in_the_next_cycle() -> None:
-    """A 10 s trainer whose evaluation is silent for 300 s: judged a hang at 80 s once;
-    the judged gap goes to the ledger, the next cycle's limit is 8 x 80 s = 640 s, and the
+    """A 10 s trainer whose evaluation is silent for 300 s: judged a hang at 70 s once;
+    the judged gap goes to the ledger, the next cycle's limit is 7 x 70 s = 490 s, and the
     same evaluation passes (it used to be judged a hang in every cycle: a gap that never
     ended taught nothing)."""
     rhythm = hanglearn.begin(0.0, 0.0)
     for t in range(0, 1000, 10):  # after the warm-up: a line every 10 s
         rhythm = hanglearn.observe(DEFAULT, rhythm, float(t))
-    assert hanglearn.limit(DEFAULT, rhythm, 1000.0) == 80.0
-    rhythm = hanglearn.judged(DEFAULT, rhythm, 80.0)
-    assert rhythm.cycle_longest == 80.0  # what the ledger keeps of this cycle
+    assert hanglearn.limit(DEFAULT, rhythm, 1000.0) == 70.0
+    rhythm = hanglearn.judged(DEFAULT, rhythm, 70.0)
+    assert rhythm.cycle_longest == 70.0  # what the ledger keeps of this cycle
     following = hanglearn.begin(2000.0, rhythm.longest)
-    assert hanglearn.limit(DEFAULT, following, 2000.0 + hanglearn.DEFAULT_WARMUP_S + 1) == 640.0
+    assert hanglearn.limit(DEFAULT, following, 2000.0 + hanglearn.DEFAULT_WARMUP_S + 1) == 490.0
     fixed = Policy(0.0, 0.0, 1800.0, 0.0)
     assert hanglearn.judged(fixed, rhythm, 500.0) == rhythm  # a fixed timeout learns nothing
 
 
 def test_a_slow_step_seen_once_protects_later_cycles() -> None:
-    """A 10 s trainer's 10x slower step (100 s) is a hang the first time (8 x 10 s = 80 s:
-    the factor is the price of finding hangs within 10 x the interval), never again once
-    the ledger carries it."""
+    """A 10 s trainer's 10x slower step (100 s) is a hang the first time (7 x 10 s = 70 s:
+    the factor is the price of finding hangs within 10 x the interval; the 100 s step is that
+    goal itself), never again once the ledger carries it."""
     lines = periodic(10.0, 50, 100.0, 3)
     assert hanglearn.simulate(DEFAULT, lines, start_gap=START) is not None
     assert hanglearn.simulate(DEFAULT, lines, start_gap=START, history_gap=100.0) is None
@@ -133,7 +141,7 @@ def test_a_slow_step_seen_once_protects_later_cycles() -> None:
 
 @pytest.mark.parametrize(
     ("longest", "expected"),
-    [(0.5, 20.0), (2.5, 20.0), (4.0, 32.0), (60.0, 480.0), (300.0, 1800.0)],
+    [(0.5, 20.0), (2.5, 20.0), (4.0, 28.0), (60.0, 420.0), (300.0, 1800.0)],
 )
 def test_the_learned_limit_is_factor_times_gap_within_floor_and_ceiling(
     longest: float, expected: float
@@ -148,9 +156,9 @@ def test_the_learned_limit_is_factor_times_gap_within_floor_and_ceiling(
         (DEFAULT, Rhythm(0.0, 100.0, 2.0), 101.0, 1800.0),  # in the warm-up
         (DEFAULT, Rhythm(0.0, 700.0, 0.0), 701.0, 1800.0),  # no gap known
         (Policy(0.0, 25.0, 1800.0, 600.0), Rhythm(0.0, 700.0, 2.0), 701.0, 1800.0),  # fixed
-        (Policy(8.0, 25.0, 10.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 10.0),  # never above the ceiling
-        (Policy(8.0, 25.0, 0.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 0.0),  # detector off
-        (Policy(8.0, 25.0, math.inf, 0.0), Rhythm(0.0, 700.0, 0.0), 701.0, math.inf),  # uncapped, unknown
+        (Policy(7.0, 25.0, 10.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 10.0),  # never above the ceiling
+        (Policy(7.0, 25.0, 0.0, 0.0), Rhythm(0.0, 700.0, 2.0), 701.0, 0.0),  # detector off
+        (Policy(7.0, 25.0, math.inf, 0.0), Rhythm(0.0, 700.0, 0.0), 701.0, math.inf),  # uncapped, unknown
     ],
 )
 def test_limit(policy: Policy, rhythm: Rhythm, now: float, expected: float) -> None:
@@ -158,7 +166,7 @@ def test_limit(policy: Policy, rhythm: Rhythm, now: float, expected: float) -> N
 
 
 def test_observe_learns_only_gaps_that_began_after_a_sign_of_life_past_the_warm_up() -> None:
-    policy = Policy(8.0, 25.0, 1800.0, 10.0)
+    policy = Policy(7.0, 25.0, 1800.0, 10.0)
     r = hanglearn.begin(0.0, 0.0)
     r = hanglearn.observe(policy, r, 5.0)  # start-up: the gap from the start is no gap
     r = hanglearn.observe(policy, r, 12.0)  # began in the warm-up
@@ -170,15 +178,15 @@ def test_observe_learns_only_gaps_that_began_after_a_sign_of_life_past_the_warm_
 
 
 def test_a_history_counts_but_is_not_this_cycle_s_own() -> None:
-    r = hanglearn.observe(Policy(8.0, 25.0, 1800.0, 0.0), Rhythm(0.0, 1.0, 9.0), 3.0)
+    r = hanglearn.observe(Policy(7.0, 25.0, 1800.0, 0.0), Rhythm(0.0, 1.0, 9.0), 3.0)
     assert (r.longest, r.cycle_longest) == (9.0, 2.0)
 
 
 def test_report_threshold_is_where_a_gap_can_start_to_matter() -> None:
-    assert DEFAULT.report_after == pytest.approx(20.0 / 8.0)
-    assert Policy(8.0, 25.0, 1800.0, 600.0, peer_period=5.0).report_after == 10.0
+    assert DEFAULT.report_after == pytest.approx(20.0 / 7.0)
+    assert Policy(7.0, 25.0, 1800.0, 600.0, peer_period=5.0).report_after == 10.0
     assert Policy(0.0, 25.0, 1800.0, 0.0).report_after == 1800.0
-    assert Policy(8.0, 25.0, 2.0, 0.0).report_after == 2.0
+    assert Policy(7.0, 25.0, 2.0, 0.0).report_after == 2.0
 
 
 @pytest.mark.parametrize(
@@ -187,3 +195,14 @@ def test_report_threshold_is_where_a_gap_can_start_to_matter() -> None:
 )
 def test_the_log_says_a_limit_when_it_is_new_or_moved(said: float | None, now: float, expected: bool) -> None:
     assert hanglearn.worth_saying(said, now) is expected
+
+
+def test_the_settings_defaults_are_the_policy_s() -> None:
+    """The reasoning behind 7 and 20 s lives beside hanglearn's constants; the settings
+    that a launch really uses must be those numbers."""
+    hang = HangSettings()
+    assert (hang.safety_factor, hang.learned_floor, hang.initial_timeout) == (
+        hanglearn.DEFAULT_FACTOR,
+        hanglearn.DEFAULT_FLOOR_S,
+        hanglearn.DEFAULT_WARMUP_S,
+    )
