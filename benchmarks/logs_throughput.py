@@ -110,7 +110,11 @@ def _state_dir(root: Path, log: Path) -> Path:
 
 def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one run. Output goes to a file, not /dev/null:
-    GNU grep stops at the first match when its output is /dev/null (even with -c)."""
+    GNU grep stops at the first match when its output is /dev/null (even with -c).
+
+    Only ``grep`` may exit 1 (no match); slurm-ft-logs must exit 0, say nothing on stderr
+    and write something: one that could not even import ``slurm_ft`` exits 1 at once with
+    a traceback, and timing that reported tens of GB/s."""
     t0 = time.perf_counter()
     with open(out, "wb") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, env=env)
@@ -119,9 +123,21 @@ def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[flo
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode(errors='replace')[-500:]}")
+    check_run(cmd, proc.returncode, err, out.stat().st_size)
     return wall, int(usage.ru_maxrss)
+
+
+def check_run(cmd: list[str], returncode: int, err: bytes, out_size: int) -> None:
+    """RuntimeError unless the run is one to time (see :func:`_run_rss`)."""
+    is_grep = Path(cmd[0]).name == "grep"
+    allowed = (0, 1) if is_grep else (0,)
+    said = err.decode(errors="replace")[-500:]
+    if returncode not in allowed:
+        raise RuntimeError(f"{cmd[0]} failed ({returncode}): {said}")
+    if not is_grep and err:
+        raise RuntimeError(f"{cmd[0]} wrote to stderr: {said}")
+    if not is_grep and out_size == 0:
+        raise RuntimeError(f"{cmd[0]} {' '.join(cmd[1:])} wrote nothing")
 
 
 def commands(tool: str, state: Path, log: Path) -> dict[str, list[str]]:

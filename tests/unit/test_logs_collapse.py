@@ -97,3 +97,22 @@ def test_a_log_of_more_distinct_lines_than_the_table_holds_is_collapsed_window_b
     assert total == len(lines)
     text = b"".join(b for w in windows for b in collapse.render(w, limit=20)).decode()
     assert "-- more than 20 distinct lines" in text
+
+
+def test_a_line_a_rank_repeats_counts_every_time_in_its_group():
+    # rank 3 prints "x" five times, ranks 0-2 once: the group holds 8 lines, and a
+    # single rank's repeated line keeps its own count (pairs seen more than once)
+    lines = [line(r, "x") for r in range(3)] + [line(3, "x")] * 5 + [line(9, "alone")] * 4
+    assert folded(lines) == ["      8 0-3: x", f"      4 {' ' * (WIDTH - 1)}9: alone"]
+
+
+def test_a_window_flush_keeps_repeated_lines_counted_in_their_window():
+    # the table fills (4 distinct) after u2: window 1 is same x3, u0-u2; window 2 u3, same x2
+    lines = [line(0, "same")] * 3 + [line(r, f"u{r}") for r in range(4)] + [line(1, "same")] * 2
+    c = collapse.Collapser(WORLD, max_distinct=4)
+    c.feed([x + b"\n" for x in lines])
+    windows = c.take() + c.finish()
+    total = sum(g.count for w in windows for g in w.groups(c.rank_of, c.prefix_length))
+    assert total == len(lines)
+    same = [g for w in windows for g in w.groups(c.rank_of, c.prefix_length) if g.text == b"same"]
+    assert sorted(g.count for g in same) == [2, 3]
