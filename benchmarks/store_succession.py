@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from benchmarks import harness, launchers, proc
 from benchmarks.harness import WORKERS, Context, repeat
@@ -32,6 +33,7 @@ ACTIVE = NODES - SPARES
 HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S = 0.1, 1.0
 SETTLE_S = 0.5
 TIMEOUT = 120.0
+LOG_TAIL = 4000  # characters of the launchers' log in a failure's message
 
 
 def once(ctx: Context, sig: int) -> float:
@@ -71,6 +73,8 @@ def once(ctx: Context, sig: int) -> float:
                 lambda: stamps.count(directory, "start-c1-") == ACTIVE, 60, "every next-cycle worker"
             )
             codes = [proc.finish(p, w, t, TIMEOUT).returncode for p, w, t in started[1:]]
+        except proc.BenchError as exc:
+            raise proc.BenchError(f"{exc}; log tail: {_tail(log)!r}") from None
         finally:
             for p, _, _ in started:
                 if p.poll() is None:
@@ -79,10 +83,14 @@ def once(ctx: Context, sig: int) -> float:
                     proc.kill_group(p)
             proc.reap_marked(ctx.marker)
     if any(codes):
-        raise proc.BenchError(f"exit codes {codes}; log tail: {log.read_text(errors='replace')[-600:]!r}")
+        raise proc.BenchError(f"exit codes {codes}; log tail: {_tail(log)!r}")
     found = stamps.read_all(directory)
     last = max(v for k, v in found.items() if k.startswith("start-c1-"))
     return last - lost - (HEARTBEAT_TIMEOUT_S if sig == signal.SIGSTOP else 0.0)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-LOG_TAIL:]
 
 
 def main() -> int:

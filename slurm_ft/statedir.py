@@ -88,6 +88,11 @@ class StateDir:
         (``records.SuccessionClaim``): made once, never replaced (``launch.succession``)."""
         return self.path / "succession" / f"{run_id}.epoch{epoch}.json"
 
+    def succession_port(self, run_id: str, epoch: int) -> Path:
+        """The port the successor's store of ``epoch`` listens on, written once it does, so
+        followers go straight to it (``launch.succession``); a hint, never trusted alone."""
+        return self.path / "succession" / f"{run_id}.epoch{epoch}.port"
+
     @property
     def drills_dir(self) -> Path:
         """One ``records.DrillRecord`` per fault ``slurm-ft-drill`` injected."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slurm_ft.launch import cyclecount
+from slurm_ft.launch import cyclecount, succession
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
@@ -86,7 +86,14 @@ def lead(
 ) -> Led:
     """The successor: the next epoch's store (the first free port of the job's sequence on
     this host) and the coordinator's role, with the lost host's memory restored."""
-    client = given(keys, True).rekeyed(keys, sealer) if given else open_store(cfg, keys, sealer, events)
+    if given is not None:
+        client = given(keys, True).rekeyed(keys, sealer)
+    else:
+        client = open_store(cfg, keys, sealer, events)
+        try:
+            succession.publish_port(cfg.state.succession_port(cfg.run_id, keys.epoch), client.port)
+        except OSError as exc:
+            events.event(f"could not note the store's port for the followers ({exc}); they scan for it")
     coordinator = Coordinator(cfg, client, books, events, clock=clock)
     coordinator.take_over(base, last, lost_host)
     books.is_node0 = True
@@ -105,8 +112,8 @@ def follow(
     given: EpochStore | None = None,
 ) -> tuple[Client, Base]:
     """A follower: the successor's store, found as a peer finds node 0's (the port
-    sequence on the leader's host), holding this run in this epoch; StoreLost when none
-    does within the join timeout."""
+    sequence on the leader's host, the port the leader noted first), holding this run in
+    this epoch; StoreLost when none does within the join timeout."""
     launch = cfg.settings.launch
     deadline = time.monotonic() + launch.join_timeout
 
@@ -120,9 +127,16 @@ def follow(
             raise StoreLost(f"the successor's store (epoch {keys.epoch}) does not hold this run")
         return client, found
     address = cfg.job.hosts[leader] if leader < len(cfg.job.hosts) else cfg.topo.master_addr
+    noted = succession.await_port(
+        cfg.state.succession_port(cfg.run_id, keys.epoch),
+        cfg.rdzv_ports,
+        until=min(deadline, time.monotonic() + succession.PORT_WAIT_S),
+        abort=abort,
+        sleep=sleep,
+    )
     return find_run(
         address,
-        cfg.rdzv_ports,
+        succession.ports_to_try(cfg.rdzv_ports, noted),
         keys,
         sealer,
         deadline=deadline,

@@ -17,7 +17,12 @@ the surviving launchers of the last decision agree on a successor without a vote
 * **the join**: the successor opens a store on the first free port of the job's sequence
   on its own host, with the keys of the next epoch and the same job secret, and
   publishes the same run (first cycle number, run uuid); a follower joins only a store
-  that holds its own run (sealed with the job secret, when there is one).
+  that holds its own run (sealed with the job secret, when there is one). The successor
+  also notes its port beside the claim (:func:`publish_port`): a follower tries that port
+  first (:func:`await_port`), so it never spends a connection slice on a port where the
+  frozen host's listener still accepts and never answers (on simulated nodes, and on a
+  successor that shares a host with the lost one). The note only orders the ports: a
+  wrong one costs a slice, never a wrong join.
 
 The state dir is what makes the claim a proof, so succession needs one shared by all
 launchers: a launcher that could not see the store host's records of this run in its
@@ -42,12 +47,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import privatefiles
+from slurm_ft import atomicfile, privatefiles
 from slurm_ft.launch.rendezvous.protocol import Decision
 from slurm_ft.records import SuccessionClaim
 from slurm_ft.statedir import StateDir
 
-CLAIM_POLL_S = 0.02  # a follower's look for the claim of the next epoch
+CLAIM_POLL_S = 0.02  # a follower's look for the claim of the next epoch (and the port)
+PORT_WAIT_S = 2.0  # how long a follower waits for the successor's port before it scans
 
 
 def candidates(decision: Decision, launchers: int, host: int) -> tuple[int, ...]:
@@ -190,3 +196,47 @@ def settle(path: Path, mine: SuccessionClaim, wait: Wait, abort: Callable[[], bo
         if waited >= wait.give_up:
             return f"no launcher claimed epoch {mine.epoch} within {wait.give_up:.0f} s"
         wait.sleep(CLAIM_POLL_S)
+
+
+# ----------------------------------------------------------------------- the port
+
+
+def publish_port(path: Path, port: int) -> None:
+    """Note the port the successor's store listens on, for :func:`await_port`. OSError is
+    the caller's to report: without the note the followers scan the sequence as for node 0."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomicfile.write_bytes(path, f"{port}\n".encode())
+
+
+def await_port(
+    path: Path,
+    ports: tuple[int, ...],
+    *,
+    until: float,
+    abort: Callable[[], bool],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int | None:
+    """The successor's noted port, once it is there (by ``until``, monotonic); None when
+    none came, or the note is not a port of the job's sequence: then the follower scans."""
+    while True:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            text = None
+        except OSError:
+            return None
+        if text is not None:
+            try:
+                port = int(text.strip())
+            except ValueError:
+                return None
+            return port if port in ports else None
+        if abort() or clock() >= until:
+            return None
+        sleep(CLAIM_POLL_S)
+
+
+def ports_to_try(ports: tuple[int, ...], first: int | None) -> tuple[int, ...]:
+    """The job's port sequence with the noted port (when there is one) tried first."""
+    return ports if first is None else (first, *(p for p in ports if p != first))

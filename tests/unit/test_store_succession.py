@@ -174,6 +174,50 @@ def test_superseded_sees_the_next_epochs_claim(tmp_path):
     assert succession.superseded(state, "77-a0", 1) is None
 
 
+def test_a_follower_tries_the_successors_noted_port_first(tmp_path):
+    from slurm_ft.statedir import StateDir
+
+    path = StateDir(tmp_path).succession_port("77-a0", 1)
+    succession.publish_port(path, 29402)
+    ports = (29400, 29401, 29402, 29403)
+    noted = succession.await_port(path, ports, until=0.0, abort=lambda: False, clock=lambda: 1.0)
+    assert noted == 29402
+    assert succession.ports_to_try(ports, noted) == (29402, 29400, 29401, 29403)
+    assert succession.ports_to_try(ports, None) == ports
+
+
+def test_the_noted_port_is_awaited_until_it_comes(tmp_path):
+    path = tmp_path / "s" / "e1.port"
+    looks: list[float] = []
+
+    def sleep(_: float) -> None:
+        looks.append(1.0)
+        if len(looks) == 3:
+            succession.publish_port(path, 29401)
+
+    noted = succession.await_port(
+        path, (29400, 29401), until=10.0, abort=lambda: False, clock=lambda: float(len(looks)), sleep=sleep
+    )
+    assert noted == 29401 and len(looks) == 3
+
+
+@pytest.mark.parametrize("text", ["", "http\n", "80\n", "29400.5\n"])
+def test_a_note_that_is_no_port_of_the_job_means_a_scan(tmp_path, text):
+    path = tmp_path / "e1.port"
+    path.write_text(text)
+    assert succession.await_port(path, (29400, 29401), until=99.0, abort=lambda: False) is None
+
+
+def test_no_note_by_the_deadline_or_a_signal_means_a_scan(tmp_path):
+    path = tmp_path / "e1.port"
+    clock = iter([0.0, 1.0, 2.5])
+    got = succession.await_port(
+        path, (29400,), until=2.0, abort=lambda: False, clock=lambda: next(clock), sleep=lambda _: None
+    )
+    assert got is None
+    assert succession.await_port(path, (29400,), until=99.0, abort=lambda: True) is None
+
+
 # ----------------------------------------------------------------------- what carries over
 
 
