@@ -311,3 +311,10 @@ def test_a_newer_launchers_failure_kind_is_kept_and_an_unknown_cycle_outcome_is_
         "node4",
         "node4 (node 4): rank 7 silent",
     )
+
+
+def test_the_shipped_schema_names_every_failure_kind():
+    schema = json.loads(jsonout.schema_path().read_text())
+    described = schema["$defs"]["failure"]["properties"]["kind"]["description"]
+    named = {word.strip(" ,") for word in described.split("(")[0].split()}
+    assert named == {k.value for k in FailureKind}
