@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "sbatch_templates"
 TRAINER = REPO / "scripts" / "examples" / "train_ddp.py"
 SNAPSHOT_TRAINER = REPO / "scripts" / "examples" / "train_snapshot.py"
+STEPPING_TRAINER = REPO / "tests" / "support" / "stepping_trainer.py"  # torch-free
 
 
 def prepare(cluster, name: str, template: str = "train_requeue.sbatch") -> Path:
@@ -357,6 +358,38 @@ def test_preemption_signal_checkpoints_requeues_and_resumes(slurm_cluster):
     resumed = [m for log in logs.values() for m in re.finditer(r"rank 0: resumed from iteration (\d+)", log)]
     assert resumed and int(resumed[0].group(1)) >= 5
     assert outcome(work, job.job_id)["exit_code"] == 0
+    slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_scancel_ends_the_job_for_good_after_the_workers_checkpoint(slurm_cluster):
+    """A plain ``scancel`` (TERM to the batch script and the steps) is the user ending the
+    job: the template forwards it, the workers save, and nothing is requeued."""
+    work = prepare(slurm_cluster, "scancel")
+    shutil.copy(STEPPING_TRAINER, work / STEPPING_TRAINER.name)
+    slurm_cluster.write(work / STEPPING_TRAINER.name, STEPPING_TRAINER.read_text())
+    ckpt = work / "ckpt"
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / STEPPING_TRAINER.name),
+        TRAIN_ARGS=f"--ckpt-dir {ckpt} --log {work / 'steps.jsonl'} --total-steps 100000 --step-time 0.1 "
+        "--ckpt-every 5 --startup 0",
+        NPROC_PER_NODE="1",
+        CHECKPOINT_ITERATION_FILE="",
+        PROGRESS_SOURCE=f"checkpoint-dir:{ckpt}",
+        TERM_TIMEOUT="5",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", env=env)
+    wait_until(lambda: any(ckpt.glob("step_*")), 150, interval=0.3, message="the first checkpoint")
+    subprocess.run(["scancel", job.job_id], check=True)
+    fields = slurm_cluster.wait_final(job, timeout=120)
+    out = batch_output(work)
+    assert fields["JobState"] == "CANCELLED", out
+    assert int(fields["Restarts"]) == 0, out
+    assert "received SIGTERM, forwarding to the launchers" in out, out
+    assert "ended by SIGTERM (scancel, or the time limit without USR1): not requeueing" in out, out
+    assert "requeueing (progress guard" not in out, out
     slurm_cluster.assert_no_user_processes()
 
 
