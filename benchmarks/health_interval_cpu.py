@@ -3,7 +3,7 @@
 Two measurements, printed as one small table (not a figure of ``python -m benchmarks``:
 run it alone, ``python -m benchmarks.health_interval_cpu``):
 
-- **per run**: the launcher's run while workers train (``launch.member.training_checks``'s
+- **per run**: the launcher's run while workers train (``launch.companions.training_checks``'s
   call: the ``storage`` and ``gpu`` families, the launcher's own directories as near
   paths, mount discovery on) repeated in this process; CPU of every thread of the process
   (``time.process_time``, which keeps the time of threads that ended) plus that of the

@@ -7,8 +7,9 @@ the in-memory store. Every way out of :func:`run` is one
 :class:`~slurm_ft.launch.policy.Ending` made by ``policy`` and passes through
 :meth:`Agent.finish`, the only place that writes the outcome record and picks the exit
 code. (The one exception is the peers' store watchdog, which must end a launcher whose
-main thread is stuck in a call to a frozen node 0: see ``background.StoreWatchdog``.)
-Whatever happens, no worker process group survives :func:`run`.
+main thread is stuck in a call to a frozen node 0: see ``background.StoreWatchdog`` and
+``storeloss``, which also holds what happens when the store host is lost: a successor, or
+the way out without one.) Whatever happens, no worker process group survives :func:`run`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shlex
-import signal
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,37 +25,32 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft import boundedrun, privatefiles
-from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import handover, hang, policy, spares, succession, wayout
+from slurm_ft import privatefiles
+from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
-from slurm_ft.launch.handover import EpochStore, FenceJob
+from slurm_ft.launch.handover import EpochStore
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
+from slurm_ft.launch.rendezvous import jobsecret
 from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
-from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV
-from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys, next_epoch
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.stateio import StateDirStalled
+from slurm_ft.launch.storeloss import StoreHostLoss, Superseded
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import CycleOutcome, Failure, FailureKind, SuccessionClaim, node_name
+from slurm_ft.records import FailureKind, node_name
 
 if TYPE_CHECKING:
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
-
-STEP_KILL_TIMEOUT_S = 10.0
-SUCCESSION_TURN_MIN_S = 2.0  # the least time a candidate gives the one before it to claim
-HANDOVER_GRACE_S = 5.0  # a frozen store's watchdog waits this long past the operation timeout
-NODE0_LOST_WRITE_S = 5.0  # how long a peer whose node 0 froze waits for the state dir
 
 
 class Phase(Enum):
@@ -88,11 +80,11 @@ class Seams:
     epoch_store: EpochStore | None = None  # a successor's store (in-memory in the tests)
 
 
-class Superseded(Exception):
-    """This store host was lost and a successor took over (it froze, then thawed)."""
-
-
 class Agent:
+    """One launcher's cycle loop and its one way out; the roles (member, coordinator) and
+    the loss of the store host (``storeloss``) do the work, so the loop reads as the
+    protocol does."""
+
     def __init__(
         self, cfg: AgentConfig, events: EventLog, signals: SignalBox, seams: Seams = Seams()
     ) -> None:
@@ -113,17 +105,16 @@ class Agent:
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
         self.next_index = 0  # the cycle index the loop goes on with
-        self.decision: Decision | None = None  # the last decision read (a successor's memory)
-        self.seen = -1  # its cycle index
         self.keys = Keys(cfg.run_id)
         self.sealer = Sealer(None)
         self.hangs: hang.NodeWatch | None = None
-        self.fence: FenceJob | None = None
-        self._handover: threading.Timer | None = None
         self._wake = WakePipe()
         self._run_dir = private_run_dir()
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
         self.standbys = standby_pool(cfg, self._run_dir, events)
+        self.store_loss = StoreHostLoss(
+            self, events, signals, self.books, clock=seams.clock, epoch_store=seams.epoch_store
+        )
 
     @property
     def phase(self) -> Phase:
@@ -138,7 +129,7 @@ class Agent:
             try:
                 way_out = self._cycle(member, i)
             except StoreLost as exc:  # in the join or the decision; the watch returns it
-                way_out = self._store_gone(i, str(exc))
+                way_out = self.store_loss.gone(i, str(exc))
             if way_out is not None:
                 return way_out
             i = self.next_index
@@ -179,7 +170,7 @@ class Agent:
         self._stop(i, cycle, decision, workers, end)
         self.export_metrics()
         if end.kind is WatchEndKind.STORE_LOST:
-            return self._store_gone(i, end.detail)
+            return self.store_loss.gone(i, end.detail)
         if end.kind is not WatchEndKind.FAILURE:
             return self._after(i, cycle, end)
         self.next_index = i + 1
@@ -191,7 +182,7 @@ class Agent:
         sealer = self.sealer = Sealer(cfg.auth.key, self.ev.event)
         keys = self.keys = Keys(cfg.run_id, sealer.namespace)
         given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
-        announce_auth(self.cfg, self.ev)
+        jobsecret.announce(cfg.auth, cfg.num_nodes, self.ev.event)
         if cfg.is_node0:
             self.client = given or open_store(cfg, keys, sealer, self.ev)
             self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.seams.clock)
@@ -218,23 +209,34 @@ class Agent:
             interval=self.launch.heartbeat_interval,
             timeout=self.launch.heartbeat_timeout,
             wake_fd=self._wake.write_fd,
-            emergency=self.seams.on_frozen_store or self._emergency_exit,
-            on_lost=self._sever,
+            emergency=self.seams.on_frozen_store or self.store_loss.emergency_exit,
+            on_lost=self.store_loss.sever,
             clock=self.seams.monotonic,
             host=self.cfg.store_host,
         )
 
+    def enter_epoch(self, keys: Keys) -> None:
+        """After a succession: this launcher's roles in the next epoch's store (its keys,
+        background threads, a successor's watch of the job, the member's connection)."""
+        assert self.client is not None and self.member is not None
+        self.keys = keys
+        self._start_threads()
+        if self.coordinator is not None:
+            assert self.hangs is not None
+            self.coordinator.watch_job(self.threads, self.hangs)
+        self.member.cfg, self.member.client, self.member.threads = self.cfg, self.client, self.threads
+
     def _decide(self, i: int, cycle: int) -> Decision:
         decision = self._decision(i, cycle)
-        self.decision, self.seen = decision, i
+        self.store_loss.saw(i, decision)
         return decision
 
     def _decision(self, i: int, cycle: int) -> Decision:
         abort = self.threads.abort_check(self.sig.arrived)
         if self.coordinator is not None:
             roster = self.coordinator.gather(i, self.run.last_failure, abort, self.sig.sleep)
-            self._superseded()
-            self._fenced()
+            self.store_loss.stop_if_superseded()
+            self.store_loss.await_fence()
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
             self.run = dataclasses.replace(self.run, nodes=self.coordinator.nodes or self.run.nodes)
             if decision.run:
@@ -302,151 +304,11 @@ class Agent:
         if end.kind is WatchEndKind.SIGNAL:
             assert end.signum is not None
             return wayout.signalled(end.signum, self.cfg.job.node_name)
-        if end.kind is WatchEndKind.STORE_LOST:
-            return self.lost_store(end.detail)
         return wayout.blind(end.detail)
 
     def signalled_between_cycles(self) -> Exit:
         assert self.sig.received is not None
         return wayout.signalled(int(self.sig.received), None)
-
-    def lost_store(self, detail: str, *, silent: bool = False) -> Exit:
-        """A store host that closed its connections ended its own step task; a silent one
-        (frozen) holds the step, so the way out names it and ends the step."""
-        unhealthy, received = self.unhealthy is not None, self.sig.received
-        if silent:
-            return wayout.store_host_silent(
-                detail, self._store_host_name(), unhealthy=unhealthy, received=received
-            )
-        return wayout.store_lost(detail, unhealthy=unhealthy, received=received)
-
-    def _store_host_name(self) -> str:
-        if self.run.nodes:
-            return node_name(self.run.nodes, self.cfg.store_host)
-        return self.cfg.topo.master_addr
-
-    # ------------------------------------------------------------------ store succession
-
-    def _store_gone(self, i: int, detail: str) -> Exit | None:
-        """The store host is lost: a succession (None: the job goes on at ``next_index``),
-        or the way out as without one, its reason saying why there is no successor."""
-        if self.cfg.is_node0 or self.sig.received is not None:
-            return self.lost_store(detail)
-        silent = self.threads.store_silent()  # read before a succession stops the threads
-        why = self._why_no_successor() or self._succeed(i, detail)
-        if why is None:
-            return None
-        self.ev.event(f"no store succession: {why}")
-        return self.lost_store(f"{detail}; no successor: {why}", silent=silent)
-
-    def _why_no_successor(self) -> str | None:
-        d, cfg = self.decision, self.cfg
-        shared = d is not None and self.books.shares_state(self.run.run_uuid, d.cycle)
-        why = succession.why_not(
-            launchers=cfg.num_nodes,
-            spare_nodes=self.launch.spare_nodes,
-            decision=d,
-            me=cfg.job.node_rank,
-            host=cfg.store_host,
-            shared_state=shared,
-            unhealthy=self.unhealthy,
-        )
-        return why if why is not None or d is None else succession.lost_ranks_fillable(d, cfg.store_host)
-
-    def _succeed(self, i: int, detail: str) -> str | None:
-        """Settle who hosts the next epoch's store (``succession``), then lead or follow
-        (``handover``); None when this launcher is in the new epoch, else why not."""
-        self._cancel_handover()
-        self.threads.stop()
-        d, cfg, me = self.decision, self.cfg, self.cfg.job.node_rank
-        assert d is not None and self.member is not None
-        host, uuid = cfg.store_host, self.run.run_uuid
-        lost = node_name(d.nodes, host)
-        now = self.seams.clock()
-        failure = Failure(FailureKind.LOST_NODE, lost, host, now, detail=f"store host lost: {detail}")
-        self.run = dataclasses.replace(self.run, last_failure=failure, failure_seen=failure)
-        keys = next_epoch(self.keys)
-        order = succession.candidates(d, cfg.num_nodes, host)
-        turn = max(SUCCESSION_TURN_MIN_S, self.launch.heartbeat_timeout)
-        wait = succession.Wait(order, turn, succession.give_up_after(order, turn, self.launch.join_timeout))
-        names = ", ".join(node_name(d.nodes, k) for k in order)
-        self.ev.event(f"store host {lost} lost ({detail}); successor order: {names}")
-        mine = SuccessionClaim(keys.epoch, me, cfg.job.node_name, uuid, lost, os.getpid(), now)
-        found = succession.settle(
-            cfg.state.succession_claim(cfg.run_id, keys.epoch), mine, wait, self.sig.arrived
-        )
-        if isinstance(found, str):
-            return found
-        if found.run_uuid != uuid or found.launcher not in order:
-            return f"epoch {keys.epoch} was claimed by {found.node}, not a candidate of this run"
-        self.cfg = cfg = dataclasses.replace(cfg, store_host=found.launcher)
-        try:
-            if found.launcher == me:
-                base = self._lead(i, keys, d, host, failure)
-            else:
-                self.client, base = handover.follow(
-                    cfg, keys, self.sealer, found.launcher, uuid,
-                    abort=self.sig.arrived, sleep=self.sig.sleep, given=self.seams.epoch_store,
-                )  # fmt: skip
-                self.client.beat(me)
-        except (StoreLost, PortsInUse) as exc:
-            return f"{found.node} claimed epoch {keys.epoch}, but: {exc}"
-        self.keys = keys
-        assert self.client is not None
-        self._start_threads()
-        if self.coordinator is not None:
-            assert self.hangs is not None
-            self.coordinator.watch_job(self.threads, self.hangs)
-        self.member.cfg, self.member.client, self.member.threads = cfg, self.client, self.threads
-        line = f"epoch {keys.epoch}: {found.node} hosts the store after {lost} was lost in cycle {d.cycle}"
-        self.run = dataclasses.replace(self.run, successions=(*self.run.successions, line))
-        self.ev.event(f"store succession: {line}")
-        self.next_index = base.index
-        return None
-
-    def _lead(self, i: int, keys: Keys, last: Decision, lost_host: int, failure: Failure) -> Base:
-        """This launcher won the claim: the next epoch's store, the coordinator's role, the
-        fence of the lost host, and the lost cycle's books closed."""
-        cfg, run = self.cfg, self.run
-        j = handover.next_index(cfg, self.books, run.first_cycle, self.seen)
-        base = Base(run.first_cycle, run.run_uuid, keys.epoch, cfg.job.node_rank, j)
-        led = handover.lead(
-            cfg, keys, self.sealer, self.books, self.ev, base, last, lost_host,
-            clock=self.seams.clock, given=self.seams.epoch_store,
-        )  # fmt: skip
-        self.client, self.coordinator = led.client, led.coordinator
-        cycles = [c for c in range(last.cycle, last.cycle - 3, -1) if c >= run.first_cycle]
-        self.fence = handover.start_fence(cfg, failure.node, cycles, run.run_uuid)
-        if self.seen == i and last.run:  # the store was lost in this cycle's watch
-            result = CycleResult(CycleOutcome.LOST, self.seams.clock(), failure.to_json())
-            self.coordinator.close_cycle(run, i, last.cycle, last, result)
-        return base
-
-    def _fenced(self) -> None:
-        """A successor's first decision: the lost host's processes are dead first, or named."""
-        if self.fence is None:
-            return
-        job, self.fence = self.fence, None
-        fenced = job.result()
-        if fenced is None:
-            self.ev.event("fence of the lost store host: no answer within the wait; it may still write")
-            return
-        self.ev.event(fenced.describe())
-        if fenced.unfenced:
-            self.run = dataclasses.replace(self.run, unfenced=(*self.run.unfenced, *fenced.unfenced))
-
-    def _superseded(self) -> None:
-        """A store host that froze and thawed after a successor took over writes nothing more."""
-        if self.launch.spare_nodes < 1:
-            return
-        claim = succession.superseded(self.cfg.state, self.cfg.run_id, self.keys.epoch)
-        if claim is not None:
-            raise Superseded(f"{claim.node} leads epoch {claim.epoch} of this run")
-
-    def _cancel_handover(self) -> None:
-        if self._handover is not None:
-            self._handover.cancel()
-            self._handover = None
 
     def launcher_failed(self, exc: Exception) -> Exit:
         """Tell the other launchers at once instead of letting them wait for the heart-beat."""
@@ -460,19 +322,16 @@ class Agent:
         """The one way out: event line, outcome record, node 0's announcement and linger, a
         peer's confirmation. A store host that a successor superseded writes nothing."""
         self.phases.append(Phase.END)
-        self._cancel_handover()
+        self.store_loss.cancel_handover()
         if self.workers is not None:
             self.workers.kill_now()
         if way_out.message:
             self.ev.event(way_out.message)
-        if self.coordinator is not None and self.launch.spare_nodes > 0:
-            claim = succession.superseded(self.cfg.state, self.cfg.run_id, self.keys.epoch)
-            if claim is not None:
-                ending = policy.superseded(f"{claim.node} leads epoch {claim.epoch} of this run")
-                self.ev.event(
-                    f"{ending.reason}: this launcher writes nothing more; exiting {ending.exit_code}"
-                )
-                return ending
+        superseder = self.store_loss.superseded_by() if self.coordinator is not None else None
+        if superseder is not None:
+            ending = policy.superseded(superseder)
+            self.ev.event(f"{ending.reason}: this launcher writes nothing more; exiting {ending.exit_code}")
+            return ending
         budget = policy.records_budget(
             self.launch.write_timeout, self.launch.term_timeout, self.sig.received_at, time.monotonic()
         )
@@ -495,9 +354,9 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.announce(way_out, self.run)
             if way_out.ending.lost_nodes:
-                end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
+                wayout.end_step(self.cfg.step_killer, self.ev.event, way_out.ending.lost_nodes)
         elif way_out.ends_step:
-            end_step(self.cfg, self.ev, way_out.ending.lost_nodes)
+            wayout.end_step(self.cfg.step_killer, self.ev.event, way_out.ending.lost_nodes)
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack(self.cfg.job.node_rank)
@@ -508,53 +367,6 @@ class Agent:
         once a second)."""
         if self.prom is not None:
             self.prom.update(metrics_of(self))
-
-    # ------------------------------------------------------------------ cleanup
-
-    def _may_hand_over(self) -> bool:
-        d = self.decision
-        return self.launch.spare_nodes > 0 and d is not None and d.run and not self.cfg.is_node0
-
-    def _sever(self, why: str) -> None:
-        """On the watchdog thread, the moment the store host counts as lost: where a
-        succession may follow, this launcher's connections to the host are shut down, so a
-        main thread stuck in a call to a frozen host gets it back at once."""
-        if self._may_hand_over() and self.client is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self.client.sever()
-
-    def _emergency_exit(self, why: str) -> None:
-        """Called on the watchdog thread: the main thread is stuck on a frozen store. Where a
-        succession may follow, the workers are killed now and the main thread gets the
-        store's operation timeout (and a grace) to reach it; else, and after that, exit."""
-        if self._may_hand_over():
-            self.ev.event(f"rendezvous store unresponsive ({why}); killing workers, looking for a successor")
-            if self.workers is not None:
-                self.workers.group.signal_groups(signal.SIGKILL)
-            if self.client is not None:  # the main thread may be stuck in a call to the host
-                with contextlib.suppress(OSError, ValueError):
-                    self.client.sever()
-            timer = threading.Timer(
-                self.launch.heartbeat_timeout + HANDOVER_GRACE_S, self._frozen_exit, (why,)
-            )
-            timer.daemon = True
-            self._handover = timer
-            timer.start()
-            return
-        self._frozen_exit(why)
-
-    def _frozen_exit(self, why: str) -> None:
-        self.ev.event(f"rendezvous store unresponsive ({why}); killing workers and exiting 1")
-        if self.workers is not None:
-            self.workers.group.signal_groups(signal.SIGKILL)
-        wk.kill_orphans(os.getpid())
-        node0 = self._store_host_name()
-        ending = policy.node0_frozen(why, node0)
-        if self.client is not None:
-            self.run = dataclasses.replace(self.run, store_values_ignored=self.client.sealer.rejected())
-        self.books.node0_lost(self.run, ending, NODE0_LOST_WRITE_S)
-        end_step(self.cfg, self.ev, (node0,))  # a frozen node 0 holds the step as a frozen peer does
-        os._exit(int(ExitCode.WORKERS_FAILED))
 
     def cleanup(self) -> None:
         """Runs on every way out: no worker group, no orphan, survives the launcher."""
@@ -604,33 +416,6 @@ def reach_node0(
     client.beat(cfg.job.node_rank)
     events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
     return client, base
-
-
-def announce_auth(cfg: AgentConfig, events: EventLog) -> None:
-    """Once at every start of a multi-node launcher: whether the store is authenticated."""
-    if cfg.num_nodes < 2:
-        return
-    auth = cfg.auth
-    if auth.key is not None:
-        events.event(f"rendezvous store authenticated: {auth.source}")
-    else:
-        events.event(
-            f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
-            f"reach its port can stop or restart this job; set {SECRET_ENV} (docs: guides/security.md)"
-        )
-
-
-def end_step(cfg: AgentConfig, events: EventLog, lost: tuple[str, ...]) -> None:
-    """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
-    until the time limit. Once the outcome is written and the live peers have read the
-    answer, node 0 SIGKILLs the whole step, this launcher included, so the batch script
-    goes on to its decision. (A peer whose node 0 froze does the same on its way out.)"""
-    argv = cfg.step_killer
-    if not argv:
-        return
-    events.event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(argv)})")
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        boundedrun.run(argv, STEP_KILL_TIMEOUT_S)
 
 
 def private_run_dir() -> Path:
@@ -701,7 +486,7 @@ def drive(agent: Agent) -> Ending:
         except Interrupted:
             way_out = agent.signalled_between_cycles()
         except StoreLost as exc:
-            way_out = agent.lost_store(str(exc))
+            way_out = agent.store_loss.way_out(str(exc))
         except BackgroundDied as exc:
             way_out = wayout.blind(str(exc))
         except PortsInUse as exc:

@@ -2,7 +2,7 @@
 the successor opens the next epoch's store and takes over the coordinator's role; a
 follower finds that store and joins it only when it holds its own run.
 
-The agent calls these from its one loop; the rule of who leads lives in ``succession``.
+The store-loss flow (``storeloss``) calls these; the rule of who leads lives in ``succession``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 workers, watch them and the job, stop them.
 
 Node 0's additional duties (deciding, judging heart-beats) are the coordinator's; the
-member only asks its ``judge`` during the watch, which node 0 supplies.
+member only asks its ``judge`` during the watch, which node 0 supplies. The node's own
+watchers beside its workers (NIC monitor, health check while training) are its
+``companions``: the member asks them and publishes what they find.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from enum import Enum
 
 from slurm_ft import health
 from slurm_ft.exitcodes import signal_name
-from slurm_ft.health import nicmonitor, periodic
+from slurm_ft.health import periodic
 from slurm_ft.launch import hang, policy
 from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.companions import Companions, configured_gpus, written_dirs
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import output_note
 from slurm_ft.launch.output.eventlog import EventLog
@@ -94,12 +97,10 @@ class Member:
         self.sig = signals
         self._wake = wake
         self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
-        self.nics = nicmonitor.from_settings(cfg.settings.health, time.monotonic())
-        self._gpus_seen: int | None = None  # by the last check before a join
         # Set once a check while training failed: this node joins every later cycle of the
         # attempt unhealthy (it failed a check seconds ago; no second look decides again).
         self.found_unhealthy: str | None = None
-        self.periodic = self._periodic_check()
+        self.companions = Companions(cfg, events, wake_fd=wake.write_fd)
         self.hangs = hangs
         self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
         for warning in cfg.placement.warnings if cfg.placement else ():
@@ -111,8 +112,8 @@ class Member:
         """None when healthy (or checks are off this cycle), else '<check>: <detail>'. A
         node whose check failed while training stays unhealthy (also when that run ended
         only after its cycle did)."""
-        if self.found_unhealthy is None and self.periodic is not None:
-            late = self.periodic.take_failed()
+        if self.found_unhealthy is None:
+            late = self.companions.late_failure()
             if late is not None:
                 self.found_unhealthy = self._unhealthy(late, "while training")
         if self.found_unhealthy is not None:
@@ -120,7 +121,7 @@ class Member:
         report = node_checks(self.cfg, i, self._baseline)
         if report is None:
             return None
-        self._gpus_seen = periodic.gpus_seen(report) or self._gpus_seen
+        self.companions.saw_join_check(report)
         return None if report.healthy else self._unhealthy(report, "")
 
     def _unhealthy(self, report: health.Report, when: str) -> str:
@@ -137,23 +138,6 @@ class Member:
         except OSError as exc:
             self.ev.event(f"unhealthy record not written: {exc.strerror or exc}")
         return detail
-
-    def _periodic_check(self) -> periodic.PeriodicCheck | None:
-        """The GPU and storage checks while workers train, when asked for
-        (``health.check_interval``) and selected; run in a thread, the same way as before
-        a join (:func:`node_checks`)."""
-        cfg, hs = self.cfg, self.cfg.settings.health
-        chosen = periodic.families(hs.checks)
-        if not cfg.health_checks or hs.check_interval <= 0 or not chosen:
-            return None
-        self.ev.event(f"health checks while training: {', '.join(chosen)} every {hs.check_interval:g} s")
-        return periodic.PeriodicCheck(
-            lambda: training_checks(self.cfg, self._gpus_seen),
-            hs.check_interval,
-            node_name=cfg.job.node_name,
-            now=time.monotonic(),
-            wake_fd=self._wake.write_fd,
-        )
 
     def join(self, i: int, unhealthy: str | None, stuck: str | None = None) -> None:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
@@ -192,10 +176,7 @@ class Member:
         """Until this cycle ends anywhere; the first reason found is the answer. ``active``:
         the launchers that run workers this cycle (all must finish for a success)."""
         self.threads.watch_halt(i)
-        if self.nics is not None:
-            self.nics.rebase(time.monotonic())
-        if self.periodic is not None:
-            self.periodic.rebase(time.monotonic())
+        self.companions.rebase()
         done_marked = False
         slots = {rank: f.slot for rank, f in workers.files.items()}
         with self.hangs.watching(i, workers.pids_by_rank, slots):
@@ -244,10 +225,12 @@ class Member:
         return WatchEnd(WatchEndKind.BLIND, detail=died) if died else None
 
     def _sleep(self, metrics: bool) -> float:
-        nics = self.cfg.settings.health.nic_monitor_interval if self.nics is not None else None
-        checks = self.periodic.interval if self.periodic is not None else None
         return policy.watch_sleep(
-            self.cfg.settings.launch.monitor_interval, self.hangs.period, nics, metrics, checks
+            self.cfg.settings.launch.monitor_interval,
+            self.hangs.period,
+            self.companions.nic_period,
+            metrics,
+            self.companions.check_period,
         )
 
     def _rank_view(self, i: int) -> WatchEnd | None:
@@ -265,24 +248,18 @@ class Member:
         return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
 
     def _nic_view(self, i: int) -> WatchEnd | None:
-        """Monitored NICs (a sysfs read every ``nic_monitor_interval``): every change is an
-        event; a fatal one ends the cycle as this node's failure."""
-        if self.nics is None:
+        """A fatal change of a monitored NIC ends the cycle as this node's failure."""
+        fault = self.companions.nic_fault()
+        if fault is None:
             return None
-        for event in self.nics.sample(time.monotonic()):
-            self.ev.event(event.message())
-            if event.fatal:
-                won = self.client.publish_failure(i, self.own_failure(FailureKind.NIC, event.message()))
-                return WatchEnd(WatchEndKind.FAILURE, failure=won)
-        return None
+        won = self.client.publish_failure(i, self.own_failure(FailureKind.NIC, fault))
+        return WatchEnd(WatchEndKind.FAILURE, failure=won)
 
     def _health_view(self, i: int) -> WatchEnd | None:
         """The health check while training (``health.check_interval``): a failed run ends
         the cycle as this node's failure, kind ``unhealthy``, and the node joins the next
         cycle unhealthy (a spare takes its node rank, or the attempt stops with 94)."""
-        if self.periodic is None:
-            return None
-        report = self.periodic.poll(time.monotonic())
+        report = self.companions.failed_check()
         if report is None:
             return None
         detail = self.found_unhealthy = self._unhealthy(report, "while training")
@@ -291,8 +268,7 @@ class Member:
 
     def close(self) -> None:
         """Before the launcher closes its wake pipe (a check may still be running)."""
-        if self.periodic is not None:
-            self.periodic.close()
+        self.companions.close()
 
     def stand_by(self, i: int, judge: Judge | None, active: tuple[int, ...]) -> WatchEnd:
         """A spare's cycle: no workers, only the job's view, woken by the halt waiter, a
@@ -418,39 +394,3 @@ def node_checks(cfg: AgentConfig, i: int, baseline: health.Baseline | None) -> h
         own_pids=[os.getpid()],
         near_paths=written_dirs(cfg),
     )
-
-
-def training_checks(cfg: AgentConfig, gpus_seen: int | None) -> health.Report:
-    """The same run while this node's workers train: only the GPU and storage families (the
-    NIC monitor watches the links), GPU memory of other processes not judged (the job's
-    own workers hold the GPUs now), and a GPU count below the one seen before the join a
-    failure even when Slurm names none (a GPU that fell off the bus)."""
-    hs = cfg.settings.health
-    return health.run_checks(
-        dataclasses.replace(hs, checks=periodic.families(hs.checks)),
-        node_name=cfg.job.node_name,
-        expected_gpus=periodic.expected_gpus(configured_gpus(cfg), gpus_seen),
-        own_pids=[os.getpid()],
-        near_paths=written_dirs(cfg),
-        foreign_memory=False,
-    )
-
-
-def configured_gpus(cfg: AgentConfig) -> int | None:
-    """The GPU count the node must show: ``health.gpus``, else Slurm's."""
-    return cfg.settings.health.gpus or cfg.job.gpus_on_node
-
-
-def written_dirs(cfg: AgentConfig) -> list[str]:
-    """The directories this launcher writes into (state dir, cycle logs, per-rank files,
-    launcher log): the health check probes them, bounded, so a mount that is already
-    dead stops the node before its workers start (README: a file system that stops
-    answering)."""
-    applog = cfg.settings.applog
-    dirs = [str(cfg.state.path)]
-    for path in (applog.prefix, applog.launcher_log):
-        if path:
-            dirs.append(os.path.dirname(os.path.abspath(path)))
-    if applog.log_dir:
-        dirs.append(os.path.abspath(applog.log_dir))
-    return list(dict.fromkeys(dirs))

@@ -6,9 +6,13 @@ carries an action: node 0's final message to the peers.
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_ft import boundedrun
 from slurm_ft.exitcodes import signal_name
 from slurm_ft.launch import policy
 from slurm_ft.launch.policy import Ending
@@ -16,6 +20,7 @@ from slurm_ft.launch.rendezvous.protocol import Decision
 
 # How long node 0 keeps the store up for peers to read why it leaves on its own.
 DEPARTURE_LINGER_S = 2.0
+STEP_KILL_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -91,3 +96,16 @@ def crashed(exc: Exception) -> Exit:
     error = f"{type(exc).__name__}: {exc}"
     ending = policy.launcher_failed(error, "".join(traceback.format_exception(exc)))
     return Exit(ending, linger=DEPARTURE_LINGER_S, departing=True)
+
+
+def end_step(step_killer: tuple[str, ...], event: Callable[[str], None], lost: tuple[str, ...]) -> None:
+    """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
+    until the time limit. Once the outcome is written and the live peers have read the
+    answer, node 0 SIGKILLs the whole step (``step_killer``), this launcher included, so
+    the batch script goes on to its decision. (A peer whose node 0 froze does the same on
+    its way out.)"""
+    if not step_killer:
+        return
+    event(f"ending the job step: lost launcher on {', '.join(lost)} ({shlex.join(step_killer)})")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        boundedrun.run(step_killer, STEP_KILL_TIMEOUT_S)

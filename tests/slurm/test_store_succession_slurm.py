@@ -10,10 +10,11 @@ import os
 import re
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.slurm.conftest import LOCAL_DIR
+from tests.slurm.conftest import LOCAL_DIR, Job, LocalCluster
 from tests.slurm.test_spares_e2e import WAITER, cycle_record, launcher_pid, outcome_of
 from tests.slurm.test_templates_e2e import batch_output, cycle_logs, knobs, prepare, state_dir
 from tests.support.procs import is_alive
@@ -83,9 +84,11 @@ def test_sigkill_of_node0_launcher_and_workers_resumes_on_the_spare(slurm_cluste
     slurm_cluster.assert_no_user_processes()
 
 
-@pytest.mark.timeout(240)
-def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_cluster):
-    work = prepare(slurm_cluster, "succession-stop")
+def _writer_job(slurm_cluster: LocalCluster, name: str) -> tuple[Path, Job, int, dict[str, Any]]:
+    """The frozen-store-host tests' job: WRITER on 3 active nodes and a spare, once node1
+    trains; returns its work dir, the job, node1's launcher pid and node1's processes record
+    of cycle 0."""
+    work = prepare(slurm_cluster, name)
     slurm_cluster.write(work / "writer.py", WRITER)
     env = knobs(
         slurm_cluster,
@@ -98,7 +101,19 @@ def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_
     job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
     wait_until(lambda: "rank 0 of 3 on node1" in cycle_logs(work).get(0, ""), 90, message="node1 training")
     launcher = wait_until(lambda: launcher_pid(slurm_cluster.uid, "node1"), 30, message="node1's launcher")
-    procs = node_processes(work, job.job_id, 0, "node1")
+    assert launcher is not None  # for the type checker: wait_until returns only a truthy value
+    return work, job, launcher, node_processes(work, job.job_id, 0, "node1")
+
+
+def _say_go(slurm_cluster: LocalCluster, work: Path) -> None:
+    """WRITER's workers finish once the go file is there (owned by the job's user)."""
+    (work / "go").touch()
+    os.chown(work / "go", slurm_cluster.uid, -1)
+
+
+@pytest.mark.timeout(240)
+def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_cluster):
+    work, job, launcher, procs = _writer_job(slurm_cluster, "succession-stop")
     workers = [w["pid"] for w in procs["workers"]]
     assert procs["launcher_pid"] == launcher
     os.kill(launcher, signal.SIGSTOP)  # frozen: its worker (rank 0) keeps writing
@@ -113,8 +128,7 @@ def test_sigstop_of_node0_launcher_fences_its_workers_and_the_job_goes_on(slurm_
         assert not any(is_alive(p) for p in (launcher, *workers))
         ckpt = work / "go-ckpt.log"
         before = [ln for ln in ckpt.read_text().splitlines() if ln.startswith("node1 ")]
-        (work / "go").touch()
-        os.chown(work / "go", slurm_cluster.uid, -1)
+        _say_go(slurm_cluster, work)
         fields = slurm_cluster.wait_final(job, timeout=120)
     finally:
         if is_alive(launcher):
@@ -144,20 +158,7 @@ def test_node0_stops_answering_until_slurm_marks_it_down_and_the_job_goes_on(slu
     the store, its fence through Slurm cannot reach node1 and names what it could not kill,
     Slurm marks node1 DOWN and removes it from the job (``--no-kill``), and the job
     completes on the spare."""
-    work = prepare(slurm_cluster, "succession-down")
-    slurm_cluster.write(work / "writer.py", WRITER)
-    env = knobs(
-        slurm_cluster,
-        work,
-        TRAIN_SCRIPT=str(work / "writer.py"),
-        NPROC_PER_NODE="1",
-        SPARE_NODES="1",
-        LAUNCH_EXTRA_ARGS="--join-timeout 60",
-    )
-    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
-    wait_until(lambda: "rank 0 of 3 on node1" in cycle_logs(work).get(0, ""), 90, message="node1 training")
-    launcher = wait_until(lambda: launcher_pid(slurm_cluster.uid, "node1"), 30, message="node1's launcher")
-    procs = node_processes(work, job.job_id, 0, "node1")
+    work, job, launcher, procs = _writer_job(slurm_cluster, "succession-down")
     workers = [w["pid"] for w in procs["workers"]]
     slurmd = int((LOCAL_DIR / "slurmd-node1.pid").read_text())
     daemons = [slurmd, _stepd_of(launcher)]
@@ -180,8 +181,7 @@ def test_node0_stops_answering_until_slurm_marks_it_down_and_the_job_goes_on(slu
             assert slurm_cluster.job_state(job.job_id) == "RUNNING"
         except AssertionError:
             raise AssertionError(logs_of(work)) from None
-        (work / "go").touch()
-        os.chown(work / "go", slurm_cluster.uid, -1)
+        _say_go(slurm_cluster, work)
         fields = slurm_cluster.wait_final(job, timeout=120)
     finally:
         for pid in (launcher, *workers):  # what Slurm would kill once node1 answers again

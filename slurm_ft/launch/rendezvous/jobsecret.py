@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from slurm_ft import privatefiles
@@ -85,3 +85,16 @@ def resolve(env_value: str | None, state: StateDir) -> StoreAuth:
 def without_secret(env: Mapping[str, str]) -> dict[str, str]:
     """The environment workers get: everything but the secret."""
     return {k: v for k, v in env.items() if k != SECRET_ENV}
+
+
+def announce(auth: StoreAuth, launchers: int, event: Callable[[str], None]) -> None:
+    """Once at every start of a multi-node launcher: whether the store is authenticated."""
+    if launchers < 2:
+        return
+    if auth.key is not None:
+        event(f"rendezvous store authenticated: {auth.source}")
+    else:
+        event(
+            f"warning: the rendezvous store is NOT authenticated ({auth.source}): anyone who can "
+            f"reach its port can stop or restart this job; set {SECRET_ENV} (docs: guides/security.md)"
+        )
