@@ -30,7 +30,6 @@ from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
-from slurm_ft.launch.handover import EpochStore
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
@@ -50,6 +49,7 @@ from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import FailureKind, node_name
 
 if TYPE_CHECKING:
+    from slurm_ft.launch.handover import EpochStore
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
 
 

@@ -11,17 +11,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurm_ft.launch import cyclecount, succession
 from slurm_ft.launch.bookkeeping import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
-from slurm_ft.launch.fence import Fenced, fence
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+
+if TYPE_CHECKING:  # the fence (and the drill's senders under it) loads when one runs
+    from slurm_ft.launch.fence import Fenced
 
 FENCE_WAIT_S = 30.0  # the longest a successor's first decision waits for the fence
 
@@ -60,6 +63,8 @@ class FenceJob:
 def start_fence(cfg: AgentConfig, lost_node: str, cycles: list[int], run_uuid: str) -> FenceJob:
     """SIGKILL what the lost host recorded: through Slurm inside a job step (``step_killer``
     is set only there), on this host for simulated nodes."""
+    from slurm_ft.launch.fence import fence  # only a successor fences: not on every launch's start
+
     via_srun = bool(cfg.step_killer)
     return FenceJob(lambda: fence(cfg.state, lost_node, cycles, run_uuid, cfg.job.job_id, via_srun=via_srun))
 

@@ -16,14 +16,13 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import handover, policy, succession, wayout
+from slurm_ft.launch import policy, succession, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse
-from slurm_ft.launch.handover import EpochStore, FenceJob
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
@@ -35,6 +34,9 @@ from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.records import CycleOutcome, Failure, FailureKind, SuccessionClaim, node_name
+
+if TYPE_CHECKING:  # the handover (and the fence under it) loads when a store host is lost
+    from slurm_ft.launch.handover import EpochStore, FenceJob
 
 SUCCESSION_TURN_MIN_S = 2.0  # the least time a candidate gives the one before it to claim
 HANDOVER_GRACE_S = 5.0  # a frozen store's watchdog waits this long past the operation timeout
@@ -149,6 +151,8 @@ class StoreHostLoss:
     def _succeed(self, i: int, detail: str) -> str | None:
         """Settle who hosts the next epoch's store (``succession``), then lead or follow
         (``handover``); None when this launcher is in the new epoch, else why not."""
+        from slurm_ft.launch import handover  # not on every launch's start
+
         self.cancel_handover()
         a = self.launcher
         a.threads.stop()
@@ -195,6 +199,8 @@ class StoreHostLoss:
     def _lead(self, i: int, keys: Keys, last: Decision, lost_host: int, failure: Failure) -> Base:
         """This launcher won the claim: the next epoch's store, the coordinator's role, the
         fence of the lost host, and the lost cycle's books closed."""
+        from slurm_ft.launch import handover
+
         a = self.launcher
         cfg, run = a.cfg, a.run
         j = handover.next_index(cfg, self.books, run.first_cycle, self.seen)
