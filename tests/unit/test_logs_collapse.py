@@ -149,3 +149,12 @@ def test_an_unranked_line_among_shared_texts_is_shown_whole_and_as_json_without_
         ("2", "line", "y"),
     ]
     assert [g.unranked for w in windows for g in w.groups()] == [0, 1, 0]
+
+
+def test_numbers_mode_shows_each_end_of_a_spread_as_its_first_line_wrote_it():
+    lines = [line(0, "t 1.00 of -0"), line(1, "t 2 of 0"), line(2, "t 1.0 of 0.0"), line(3, "t 2.0 of -0.0")]
+    assert folded(lines, collapse.Mode.NUMBERS) == ["      4 0-3: t [1.00..2] of -0"]
+
+
+def test_numbers_mode_on_an_empty_log_shows_nothing():
+    assert folded([], collapse.Mode.NUMBERS) == []
