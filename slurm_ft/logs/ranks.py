@@ -74,11 +74,13 @@ def format_set(ranks: Iterable[int]) -> str:
 # Sets larger than this are formatted one by one (format_set finds a single range without
 # a loop); smaller ones are formatted together by format_sets.
 _BULK_MAX = 16
+# Ranks below this are written from a table made once (a lookup, not a formatting).
+_TABLE_SIZE = 1 << 16
 
 
 @functools.cache
-def _decimals(size: int) -> tuple[bytes, ...]:
-    return tuple(b"%d" % r for r in range(size))
+def _decimals() -> tuple[bytes, ...]:
+    return tuple(b"%d" % r for r in range(_TABLE_SIZE))
 
 
 def format_sets(sets: Sequence[Sequence[int]]) -> list[bytes]:
@@ -97,8 +99,8 @@ def format_sets(sets: Sequence[Sequence[int]]) -> list[bytes]:
         small[k] = ()
     ordered = list(map(sorted, small))
     flat = list(chain.from_iterable(ordered))
-    decimals = _decimals(1 << max(flat, default=0).bit_length())
-    out = list(map(b",".join, map(map, repeat(decimals.__getitem__), ordered)))
+    decimal = _decimals().__getitem__ if max(flat, default=0) < _TABLE_SIZE else b"%d".__mod__
+    out = list(map(b",".join, map(map, repeat(decimal), ordered)))
     steps = list(map(operator.sub, islice(flat, 1, None), flat))
     if 1 in steps:
         ends = list(accumulate(map(len, ordered)))  # where each set ends in flat
