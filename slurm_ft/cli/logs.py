@@ -256,7 +256,7 @@ def _collapse(
     def show(windows: list[collapse.Window]) -> None:
         for window in windows:
             if args.json:
-                for g in window.groups(folder.rank_of, folder.prefix_length):
+                for g in window.groups():
                     out.write((json.dumps({"cycle": logs.cycle, **g.to_json()}) + "\n").encode())
             else:
                 out.writelines(collapse.render(window, limit=folder.max_distinct))

@@ -6,31 +6,33 @@ shown as ``count  0-511,513-1023: text``, groups in the order of their first lin
 times) fold too; each number of the group is shown as its spread ``[lo..hi]``.
 
 The scan counts whole lines (rank prefix included) with ``collections.Counter``, which
-runs in C; the distinct (rank, text) pairs are then folded by text with C-level calls
-too, and Python runs once per run of texts (rendering aside: once per text several ranks
-printed). The count table is bounded (:data:`MAX_DISTINCT` entries): a log with more distinct lines
-is collapsed window by window, each window's groups printed before the next starts, and
-the output says so; memory never grows with the file.
+runs in C; the distinct (rank, text) pairs are then folded by text, and a window's lines
+rendered, with C-level calls too: Python runs per window, not per line or per text. The
+count table is bounded (:data:`MAX_DISTINCT` entries): a log with more distinct lines is
+collapsed window by window, each window's groups printed before the next starts, and the
+output says so; memory never grows with the file.
 """
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from itertools import compress, groupby, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from typing import cast
 
 from slurm_ft import logline
-from slurm_ft.logs.ranks import format_set
+from slurm_ft.logs.ranks import format_set, format_sets
 
 MAX_DISTINCT = 200_000
-NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A number: -?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?, written to start with a character class
+# (a minus sign only before a digit): the engine then skips to the next candidate in C,
+# where an optional first character made it try a match at every byte (half the time).
+NUMBER = re.compile(rb"([-\d](?:(?<=-)\d+|(?<!-)\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 
 
 class Mode(str, Enum):
@@ -99,71 +101,57 @@ _MARK_NAMES = {
 
 
 @dataclass(frozen=True)
-class Singles:
-    """Consecutive lines (in order of first appearance) whose text only one rank printed:
-    kept as the log's own lines with their counts, never made into :class:`Group` objects
-    (a log of mostly distinct lines costs no Python per line)."""
+class Folded:
+    """A window's texts in order of first appearance, each with its line count and the
+    ranks that printed it; never made into :class:`Group` objects (a log of mostly
+    distinct lines costs no Python per line) and rendered all at once.
 
+    A text is the mark and the text of a line; a line not in the rank format (a torn
+    write) is kept whole as NUL + the line, a text of its own that no rank printed
+    (ranks ``[None]``)."""
+
+    texts: list[bytes]
     counts: list[int]
-    lines: list[bytes]  # as in the log: rank prefix, mark, text
+    ranks: list[list[int | None]]  # each text's ranks, no repeats, in no order
+    digits: dict[int | None, bytes]  # each rank as its prefix writes it (None: b"")
 
     def render(self, count_width: int = 7) -> bytes:
-        fmt = f"%{count_width}d ".encode()
-        return b"".join(map(b"".join, zip(map(fmt.__mod__, self.counts), self.lines, repeat(b"\n"))))
-
-    def groups(self, rank_of: dict[bytes, int], prefix_length: int) -> Iterator[Group]:
-        """As groups (for JSON): one Python step per line, so only when asked."""
-        p = prefix_length
-        for count, line in zip(self.counts, self.lines, strict=True):
-            rank = rank_of.get(line[:p])
-            if rank is None:
-                yield Group(b"", line, set(), count, unranked=count)
-            else:
-                yield Group(line[p - 2 : p], line[p:], {rank}, count)
-
-
-@dataclass(frozen=True)
-class Shared:
-    """Consecutive texts (in order of first appearance) that several ranks printed: one
-    line each, ``count ranks: text``; kept as plain lists, rendered in one loop."""
-
-    texts: list[bytes]  # the mark and the text; b"\\0" + the whole line when unranked
-    counts: list[int]
-    ranks: list[set[int | None]]
-
-    def render(self, count_width: int = 7) -> bytes:
+        """``count ranks: text`` per text; a text one rank printed is shown as written,
+        ``count line``. Both are ``count``, a middle and the text, so every line is made
+        by one format over the window: the rank sets of the texts several ranks printed
+        are written together (:func:`format_sets`; measured: a Python call per set cost
+        more than folding the lines), and the middles picked in order by C-level calls."""
+        alone = list(map(operator.eq, map(len, self.ranks), repeat(1)))  # one rank printed it
+        singles = list(map(itemgetter(0), compress(self.ranks, alone)))
+        shared = cast(list[list[int]], list(compress(self.ranks, map(operator.not_, alone))))
+        sources = (iter(format_sets(shared)), iter(map(self.digits.__getitem__, singles)))
+        middles = map(next, map(sources.__getitem__, alone))  # alone is 0 or 1
+        texts = self.texts
+        if None in singles:  # a whole line: no rank digits, the line without its NUL
+            texts = [t[1:] if r == [None] else t for t, r in zip(texts, self.ranks, strict=True)]
         fmt = f"%{count_width}d %s%s\n".encode()
-        out = []
-        for text, count, ranks in zip(self.texts, self.counts, self.ranks, strict=True):
-            if text.startswith(b"\0"):
-                text = b": " + text[1:]
-            known = cast(set[int], ranks) if None not in ranks else {r for r in ranks if r is not None}
-            shown = format_set(known)
-            out.append(fmt % (count, shown.encode() or b"?", text))
-        return b"".join(out)
+        return b"".join(map(fmt.__mod__, zip(self.counts, middles, texts, strict=True)))
 
     def groups(self) -> Iterator[Group]:
+        """As groups (for JSON): one Python step per text, so only when asked."""
         for text, count, ranks in zip(self.texts, self.counts, self.ranks, strict=True):
-            group = Group(b"", text[1:]) if text.startswith(b"\0") else Group(text[:2], text[2:])
-            group.count = count
-            group.ranks = {r for r in ranks if r is not None}
-            group.unranked = count if None in ranks else 0
-            yield group
+            if ranks == [None]:
+                yield Group(b"", text[1:], set(), count, unranked=count)
+            else:
+                yield Group(text[:2], text[2:], set(cast(list[int], ranks)), count)
 
 
 @dataclass(frozen=True)
 class Window:
-    """One window's groups and single lines, in order of first appearance; ``more`` says
+    """One window's groups or folded texts, in order of first appearance; ``more`` says
     the count table filled up and another window follows."""
 
-    items: list[Group | Singles | Shared]
+    items: list[Group | Folded]
     more: bool
 
-    def groups(self, rank_of: dict[bytes, int], prefix_length: int) -> Iterator[Group]:
+    def groups(self) -> Iterator[Group]:
         for item in self.items:
-            if isinstance(item, Singles):
-                yield from item.groups(rank_of, prefix_length)
-            elif isinstance(item, Shared):
+            if isinstance(item, Folded):
                 yield from item.groups()
             else:
                 yield item
@@ -173,9 +161,8 @@ class Collapser:
     """Feed pieces of whole lines; take the windows with :meth:`take` and :meth:`finish`.
 
     Per line: one ``Counter`` update of the whole line. Per window (``max_distinct``
-    pairs at most): the pairs folded by text (:meth:`_by_text`); texts one rank printed
-    are rebuilt as that rank's lines (:class:`Singles`), the rest listed with their rank
-    sets (:class:`Shared`), both by C-level calls.
+    pairs at most): the pairs folded by text (:meth:`_by_text`) into one :class:`Folded`,
+    or, in numbers mode, into groups of texts alike but for their numbers.
     """
 
     def __init__(self, world_size: int, mode: Mode = Mode.EXACT, max_distinct: int = MAX_DISTINCT) -> None:
@@ -186,7 +173,8 @@ class Collapser:
         self.rank_of = {
             logline.rank_prefix(r, width, mark): r for r in range(world_size) for mark in logline.MARKS
         }
-        self._digits = [f"{r:>{width}}".encode() for r in range(world_size)]
+        self._digits: dict[int | None, bytes] = {r: f"{r:>{width}}".encode() for r in range(world_size)}
+        self._digits[None] = b""
         self._counts: Counter[bytes] = Counter()
         self._ready: list[Window] = []
 
@@ -212,9 +200,14 @@ class Collapser:
             self._counts.clear()
         return ready
 
-    def _by_text(self) -> tuple[Counter[bytes], defaultdict[bytes, set[int | None]]]:
-        """The window's (rank, text) pairs folded by text: lines per text and the ranks
-        that printed it, in order of first appearance. C-level calls per distinct pair."""
+    def _by_text(self) -> tuple[defaultdict[bytes, list[int | None]], dict[bytes, int]]:
+        """The window's (rank, text) pairs folded by text: the ranks that printed each
+        text, in order of first appearance, and the lines beyond one per pair (a rank
+        repeating a line). C-level calls per distinct pair.
+
+        The pairs are distinct whole lines, so a text's ranks never repeat: they are
+        gathered in lists (measured: half the cost of sets, which allocate a table per
+        text), and a text's lines are its pairs plus those extra lines."""
         pairs = list(self._counts)  # in order of first appearance
         p = self.prefix_length
         texts = list(map(itemgetter(slice(p - 2, None)), pairs))  # the mark and the text
@@ -222,56 +215,54 @@ class Collapser:
         if None in ranks:  # not in the rank format (a torn write): keep the whole line
             for k in compress(range(len(ranks)), map(operator.is_, ranks, repeat(None))):
                 texts[k] = b"\0" + pairs[k]
-        by_text: defaultdict[bytes, set[int | None]] = defaultdict(set)
-        deque(map(set.add, map(by_text.__getitem__, texts), ranks), maxlen=0)
-        # lines per text: one per pair, plus the other lines of pairs seen more than
-        # once (few: a rank repeating a line), in Python; expanding every pair's count
-        # into that many items cost a pass per line (measured: a third of this step)
-        lines = Counter(texts)
+        by_text: defaultdict[bytes, list[int | None]] = defaultdict(list)
+        deque(map(list.append, map(by_text.__getitem__, texts), ranks), maxlen=0)
+        # pairs seen more than once are few (a rank repeating a line): Python for them;
+        # expanding every pair's count into that many items cost a pass per line
+        extra: dict[bytes, int] = {}
         values = self._counts.values()
         repeated = list(map(operator.gt, values, repeat(1)))
         for text, n in zip(compress(texts, repeated), compress(values, repeated), strict=True):
-            lines[text] += n - 1
-        return lines, by_text
+            extra[text] = extra.get(text, 0) + n - 1
+        return by_text, extra
 
-    def _items(self) -> list[Group | Singles | Shared]:
-        lines, by_text = self._by_text()
+    def _items(self) -> list[Group | Folded]:
+        by_text, extra = self._by_text()
         texts = list(by_text)
-        counts = list(map(lines.__getitem__, texts))
         rank_sets = list(by_text.values())
+        pairs = list(map(len, rank_sets))
+        counts = list(map(operator.add, pairs, map(extra.get, texts, repeat(0)))) if extra else pairs
         if self.mode is Mode.NUMBERS:
             return list(_by_numbers(texts, counts, rank_sets))
-        alone = list(map(operator.eq, map(len, rank_sets), repeat(1)))  # one rank printed it
-        items: list[Group | Singles | Shared] = []
-        start = 0
-        for is_alone, run in groupby(alone):  # runs: Python per run, not per text
-            end = start + len(list(run))
-            if is_alone:
-                items.append(self._singles(texts[start:end], counts[start:end], rank_sets[start:end]))
-            else:
-                items.append(Shared(texts[start:end], counts[start:end], rank_sets[start:end]))
-            start = end
-        return items
-
-    def _singles(self, texts: list[bytes], counts: list[int], rank_sets: list[set[int | None]]) -> Singles:
-        """Texts one rank printed: each line rebuilt as written (rank digits, mark, text)."""
-        ranks = list(map(set.pop, rank_sets))  # each holds one rank (and is not needed after)
-        if None in ranks:  # a whole line kept as it was (not in the rank format)
-            lines = [t[1:] if r is None else self._digits[r] + t for r, t in zip(ranks, texts, strict=True)]
-        else:
-            ranked = cast(list[int], ranks)  # no None in it
-            lines = list(map(bytes.__add__, map(self._digits.__getitem__, ranked), texts))
-        return Singles(counts, lines)
+        return [Folded(texts, counts, rank_sets, self._digits)]
 
 
-def _by_numbers(texts: list[bytes], counts: list[int], rank_sets: list[set[int | None]]) -> list[Group]:
+def _by_numbers(texts: list[bytes], counts: list[int], rank_sets: list[list[int | None]]) -> list[Group]:
     """Texts that differ only in numbers become one group, with each number's spread.
-    The texts are templated, grouped and their numbers found by C-level calls; Python
-    runs once per template."""
-    templates = list(map(functools.partial(NUMBER.sub, b"\0"), texts))
-    members: defaultdict[bytes, list[int]] = defaultdict(list)
+
+    The window's texts are joined (a text holds no newline, and a number none either, so
+    the matches in the whole are those of each text) and split at their numbers by one
+    regular-expression pass: two passes per text cost more than the rest of the collapse
+    (measured: 3.8 of 10.6 s on the per-rank-numbers file). Python runs once
+    per template, and once per number of a template to find its spread.
+
+    A template is the text with each number replaced by a NUL byte, which is unambiguous
+    only in a text without NUL bytes: ``a\\0b`` and ``a5b`` would share one (and fold,
+    or fail on their different counts of numbers). A text with a NUL byte (an unranked
+    line is kept as NUL + the line) is templated as the tuple of its parts around the
+    numbers instead, which no bytes template equals."""
+    if not texts:
+        return []
+    parts = NUMBER.split(b"\n".join(texts))  # the text between numbers, a number, ...
+    numbers = parts[1::2]  # every text's numbers, text after text
+    templates: list[bytes | tuple[bytes, ...]] = list(b"\0".join(parts[0::2]).split(b"\n"))
+    per_text = list(map(bytes.count, cast(list[bytes], templates), repeat(b"\0")))
+    for k in compress(range(len(texts)), map(operator.contains, texts, repeat(b"\0"))):
+        templates[k] = tuple(NUMBER.split(texts[k])[0::2])
+        per_text[k] = len(templates[k]) - 1
+    starts = [0, *accumulate(per_text)]  # where each text's numbers start in numbers
+    members: defaultdict[bytes | tuple[bytes, ...], list[int]] = defaultdict(list)
     deque(map(list.append, map(members.__getitem__, templates), range(len(texts))), maxlen=0)
-    values = list(map(NUMBER.findall, texts))
     out = []
     for idx in members.values():  # in order of first appearance
         first = texts[idx[0]]
@@ -282,11 +273,16 @@ def _by_numbers(texts: list[bytes], counts: list[int], rank_sets: list[set[int |
             group.unranked = group.count
             ranks.discard(None)
         group.ranks = cast(set[int], ranks)  # None was discarded
-        group.template = tuple(NUMBER.split(group.text))
+        group.template = tuple(NUMBER.split(group.text)[0::2])
         group.spreads = []
-        for column in zip(*map(values.__getitem__, idx), strict=True):
-            lo, hi = min(column, key=float), max(column, key=float)
-            group.spreads.append(Spread(float(lo), float(hi), lo.decode(), hi.decode()))
+        firsts = list(map(starts.__getitem__, idx))
+        for place in range(per_text[idx[0]]):  # the same count of numbers in every member
+            column = list(map(numbers.__getitem__, map(operator.add, firsts, repeat(place))))
+            values = list(map(float, column))
+            lo, hi = min(values), max(values)  # as written: the first member that has it
+            group.spreads.append(
+                Spread(lo, hi, column[values.index(lo)].decode(), column[values.index(hi)].decode())
+            )
         out.append(group)
     return out
 
@@ -295,7 +291,7 @@ def render(window: Window, count_width: int = 7, limit: int = MAX_DISTINCT) -> I
     """``   2046 0-511,513-1023: text`` per group (``uniq -c`` style); a line one rank
     printed is shown as written, after its count."""
     for item in window.items:
-        if isinstance(item, Singles | Shared):
+        if isinstance(item, Folded):
             yield item.render(count_width)
             continue
         ranks = item.rank_set or "?"

@@ -10,8 +10,12 @@ engine never tries a list of alternatives one by one.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, chain, compress, islice, repeat
 
 from slurm_ft import logline
 
@@ -65,6 +69,52 @@ def format_set(ranks: Iterable[int]) -> str:
         start = prev = r
     out.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(out)
+
+
+# Sets larger than this are formatted one by one (format_set finds a single range without
+# a loop); smaller ones are formatted together by format_sets.
+_BULK_MAX = 16
+# Ranks below this are written from a table made once (a lookup, not a formatting).
+_TABLE_SIZE = 1 << 16
+
+
+@functools.cache
+def _decimals() -> tuple[bytes, ...]:
+    return tuple(b"%d" % r for r in range(_TABLE_SIZE))
+
+
+def format_sets(sets: Sequence[Sequence[int]]) -> list[bytes]:
+    """:func:`format_set` of each of many sets of ranks (each without repeats), as bytes.
+
+    A collapse of per-rank numbers shows a million sets of a few ranks each, and one Python
+    call per set cost more than folding the lines. Here the small sets are sorted and
+    written by C-level calls over all of them; only a set with neighbouring ranks, which
+    needs ranges, goes through :func:`format_set`. Neighbours are found as a step of 1
+    between consecutive values of all the sets laid end to end (a step across two sets
+    only costs a needless closer look).
+    """
+    big = list(compress(range(len(sets)), map(operator.gt, map(len, sets), repeat(_BULK_MAX))))
+    small = list(sets)
+    for k in big:
+        small[k] = ()
+    ordered = list(map(sorted, small))
+    flat = list(chain.from_iterable(ordered))
+    decimal = _decimals().__getitem__ if max(flat, default=0) < _TABLE_SIZE else b"%d".__mod__
+    out = list(map(b",".join, map(map, repeat(decimal), ordered)))
+    steps = list(map(operator.sub, islice(flat, 1, None), flat))
+    if 1 in steps:
+        ends = list(accumulate(map(len, ordered)))  # where each set ends in flat
+        at = steps.index(1)
+        while True:
+            k = bisect_right(ends, at)  # the set that holds flat[at]
+            out[k] = format_set(ordered[k]).encode()
+            try:
+                at = steps.index(1, ends[k])  # on from the next set
+            except ValueError:
+                break
+    for k in big:
+        out[k] = format_set(sets[k]).encode()
+    return out
 
 
 def _alternatives(strings: list[str]) -> str:

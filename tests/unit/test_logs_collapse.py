@@ -79,7 +79,7 @@ def test_counts_and_rank_sets_agree_with_a_plain_count():
     lines = [line(rnd.randrange(WORLD), rnd.choice(texts)) for _ in range(5000)]
     c = collapse.Collapser(WORLD)
     c.feed([b"".join(x + b"\n" for x in lines[:2500]), b"".join(x + b"\n" for x in lines[2500:])])
-    groups = {g.text.decode(): g for w in c.finish() for g in w.groups(c.rank_of, c.prefix_length)}
+    groups = {g.text.decode(): g for w in c.finish() for g in w.groups()}
     expected = Counter(logline.split_line(x)[2].decode() for x in lines)
     assert {t: g.count for t, g in groups.items()} == dict(expected)
     for text, g in groups.items():
@@ -93,7 +93,7 @@ def test_a_log_of_more_distinct_lines_than_the_table_holds_is_collapsed_window_b
         c.feed([b"".join(x + b"\n" for x in lines[k : k + 5])])
     windows = c.take() + c.finish()
     assert len(windows) >= 3 and all(w.more for w in windows[:-1]) and not windows[-1].more
-    total = sum(g.count for w in windows for g in w.groups(c.rank_of, c.prefix_length))
+    total = sum(g.count for w in windows for g in w.groups())
     assert total == len(lines)
     text = b"".join(b for w in windows for b in collapse.render(w, limit=20)).decode()
     assert "-- more than 20 distinct lines" in text
@@ -112,7 +112,49 @@ def test_a_window_flush_keeps_repeated_lines_counted_in_their_window():
     c = collapse.Collapser(WORLD, max_distinct=4)
     c.feed([x + b"\n" for x in lines])
     windows = c.take() + c.finish()
-    total = sum(g.count for w in windows for g in w.groups(c.rank_of, c.prefix_length))
+    total = sum(g.count for w in windows for g in w.groups())
     assert total == len(lines)
-    same = [g for w in windows for g in w.groups(c.rank_of, c.prefix_length) if g.text == b"same"]
+    same = [g for w in windows for g in w.groups() if g.text == b"same"]
     assert sorted(g.count for g in same) == [2, 3]
+
+
+def test_a_nul_byte_in_a_text_does_not_fold_with_a_number_at_its_place():
+    # the numbers template replaces each number by a NUL byte: a text with a NUL byte of
+    # its own folded with one that has a number there (and failed on differing counts)
+    lines = [line(0, "a\0b"), line(1, "a5b"), line(2, "x\0 7"), line(3, "x5 \0"), line(4, "a\0b")]
+    assert folded(lines, collapse.Mode.NUMBERS) == [
+        "      2 0,4: a\0b",
+        "      1 1: a5b",
+        "      1 2: x\0 7",
+        "      1 3: x5 \0",
+    ]
+
+
+def test_numbers_mode_folds_unranked_lines_among_themselves_only():
+    lines = [b"torn 5", line(1, "torn 6"), b"torn 7", line(2, "torn 8")]
+    assert folded(lines, collapse.Mode.NUMBERS) == ["      2 ?: torn [5..7]", "      2 1-2: torn [6..8]"]
+
+
+def test_an_unranked_line_among_shared_texts_is_shown_whole_and_as_json_without_ranks():
+    lines = [line(0, "x"), line(1, "x"), b"garbage", line(2, "y")]
+    c = collapse.Collapser(WORLD)
+    c.feed([b"".join(x + b"\n" for x in lines)])
+    windows = c.finish()
+    text = b"".join(b for w in windows for b in collapse.render(w)).decode()
+    assert text.splitlines() == ["      2 0-1: x", "      1 garbage", f"      1 {' ' * (WIDTH - 1)}2: y"]
+    docs = [g.to_json() for w in windows for g in w.groups()]
+    assert [(d["ranks"], d["kind"], d["text"]) for d in docs] == [
+        ("0-1", "line", "x"),
+        ("", "line", "garbage"),
+        ("2", "line", "y"),
+    ]
+    assert [g.unranked for w in windows for g in w.groups()] == [0, 1, 0]
+
+
+def test_numbers_mode_shows_each_end_of_a_spread_as_its_first_line_wrote_it():
+    lines = [line(0, "t 1.00 of -0"), line(1, "t 2 of 0"), line(2, "t 1.0 of 0.0"), line(3, "t 2.0 of -0.0")]
+    assert folded(lines, collapse.Mode.NUMBERS) == ["      4 0-3: t [1.00..2] of -0"]
+
+
+def test_numbers_mode_on_an_empty_log_shows_nothing():
+    assert folded([], collapse.Mode.NUMBERS) == []

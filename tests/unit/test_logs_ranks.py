@@ -41,6 +41,23 @@ def test_sets_are_written_as_short_ranges():
     assert ranks.format_set([]) == ""
 
 
+@given(st.lists(st.sets(st.integers(0, 40), max_size=24), max_size=30))
+def test_many_sets_are_written_as_each_one_alone(sets):
+    # small sets go together (neighbours found across the whole list), large ones alone
+    lists = [list(s) for s in sets]
+    assert ranks.format_sets(lists) == [ranks.format_set(s).encode() for s in sets]
+
+
+def test_many_sets_with_neighbours_at_their_ends_and_across_them():
+    sets = [[4, 2], [3], [7, 8], [9], [1], list(range(100))]
+    assert ranks.format_sets(sets) == [b"2,4", b"3", b"7-8", b"9", b"1", b"0-99"]
+
+
+def test_many_sets_of_ranks_beyond_the_table_of_written_ranks():
+    sets = [[9_999_999, 70_000], [65_535, 65_536, 3]]
+    assert ranks.format_sets(sets) == [b"70000,9999999", b"3,65535-65536"]
+
+
 @given(st.sets(st.integers(0, 300)))
 def test_format_and_parse_round_trip(values):
     text = ranks.format_set(values)
