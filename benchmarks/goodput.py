@@ -89,6 +89,7 @@ class RunResult:
     faults: list[tl.FaultCost] = field(default_factory=list)
     report_goodput: float | None = None  # slurm-ft only: the report's kept training ÷ the same wall time
     report_faults: list[dict[str, object]] = field(default_factory=list)
+    report_error: str | None = None  # why slurm-ft-report gave no figure, when it did not
 
     @property
     def wall_s(self) -> float:
@@ -275,6 +276,9 @@ def _slurm_ft_run(
         result.report_goodput = doc["totals"]["progress_s"] / result.wall_s
         result.report_faults = doc.get("faults", [])
         (out / "slurm-ft-report.json").write_text(report.stdout)
+    else:
+        said = report.stderr.strip().splitlines()
+        result.report_error = said[-1] if said else f"exit {report.returncode}"
     drills = [records.read_json(p) for p in sorted(state.drills_dir.glob("*.json"))]
     result.faults = _costs([d for d in drills if d], work, result)
     return result
@@ -432,6 +436,8 @@ def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
                 f"  {f.time - r.first_worker:6.0f} {f.fault:16} {f.where:18} {_fmt(f.down_s):>8} "
                 f"{_fmt(f.lost_s):>10} {_fmt(f.cost_s):>8}"
             )
+        if r.report_error:
+            print(f"  slurm-ft-report failed: {r.report_error}")
         if r.report_faults:
             print("  the report's split: detection / stop / restart / start-up / lost work = cost")
             for d in r.report_faults:

@@ -93,7 +93,9 @@ def fault_costs(
         after = [s for s in steps if s.t > when]
         resume = None
         for prev, s in zip([*before[-1:], *after], after, strict=False):
-            if s.t - prev.t > DOWN_AFTER * pace:
+            # Training went on again after a pause, or (a restart quicker than a pause) with
+            # a step that goes back to the checkpoint: the next cycle's first step.
+            if s.t - prev.t > DOWN_AFTER * pace or s.step <= prev.step:
                 resume = s
                 break
         if resume is None or not before:

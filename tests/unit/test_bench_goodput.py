@@ -43,6 +43,18 @@ def test_a_fault_costs_its_down_time_and_the_steps_done_again() -> None:
     assert missed.cost_s is None
 
 
+def test_a_restart_quicker_than_a_pause_is_found_by_the_step_going_back() -> None:
+    """A warm restart: killed at 12.5, steps 11-28 again from t=13.8 (no pause of 3 steps),
+    then a second fault at 30.9 with a pause: each fault ends at its own restart."""
+    steps = [Step(float(t), t) for t in range(1, 13)]
+    steps += [Step(12.8 + k, 10 + k) for k in range(1, 19)]  # steps 11-28 at t=13.8..30.8
+    steps += [Step(40.0 + k, 25 + k) for k in range(1, 4)]
+    first, second = tl.fault_costs([("kill", "r0", 12.5, True), ("kill", "r1", 30.9, True)], steps, 1.0)
+    assert first.down_s == pytest.approx(13.8 - 1.0 - 12.5)
+    assert first.lost_steps == 2
+    assert second.down_s == pytest.approx(41.0 - 1.0 - 30.9) and second.lost_steps == 3
+
+
 def test_the_picture_has_one_row_per_run_and_a_mark_per_fault() -> None:
     steps = run_with_one_kill()
     segs = tl.segments(steps, 20, 1.0, 0.0, 30.0)
