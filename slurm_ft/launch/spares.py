@@ -20,7 +20,7 @@ from slurm_ft.launch import policy
 from slurm_ft.launch.policy import Placement
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import Failure, node_name
+from slurm_ft.records import Failure, FailureKind, node_name
 
 
 class SpareError(ValueError):
@@ -113,8 +113,17 @@ class SpareBook:
     def note_failure(self, failure: Failure | None, *, explained: bool) -> None:
         """After a failed cycle: a node that hosted the first failure ``suspect_after``
         cycles in a row is suspect. A failure ``explained`` by a node found lost or bad at
-        this join (a survivor's worker that lost its peer fails first) counts for no one."""
-        if explained or failure is None or failure.node_rank not in self.active:
+        this join (a survivor's worker that lost its peer fails first) counts for no one,
+        and neither does a hang: one stuck rank stops every rank in its collective, so the
+        node whose detector fires first is a race among them, not the culprit (a drill's
+        SIGSTOPped rank on node3 was named as rank 0 on node1, which the next crash there
+        then made suspect)."""
+        if (
+            explained
+            or failure is None
+            or failure.node_rank not in self.active
+            or failure.kind is FailureKind.HANG
+        ):
             self._streak = None
             return
         k = failure.node_rank

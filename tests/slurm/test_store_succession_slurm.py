@@ -204,3 +204,52 @@ def test_node0_stops_answering_until_slurm_marks_it_down_and_the_job_goes_on(slu
     last = cycle_record(work, job.job_id, result["last_cycle"])
     assert last["active_nodes"] == ["node4", "node2", "node3"] and last["master_addr"] == "node4"
     slurm_cluster.assert_no_user_processes()
+
+
+@pytest.mark.timeout(300)
+def test_the_store_host_lost_twice_in_a_row_the_job_goes_on_while_spares_last(slurm_cluster):
+    """2 active nodes + 2 spares: node1 (the store host) dies, node2 succeeds it; then node2
+    (now the store host) dies too, node3 succeeds it; each lost node rank moves to a spare."""
+    work = prepare(slurm_cluster, "succession-twice")
+    slurm_cluster.write(work / "writer.py", WRITER)
+    env = knobs(
+        slurm_cluster,
+        work,
+        TRAIN_SCRIPT=str(work / "writer.py"),
+        NPROC_PER_NODE="1",
+        SPARE_NODES="2",
+        LAUNCH_EXTRA_ARGS="--join-timeout 60",
+    )
+    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+
+    def kill_node(cycle: int, node: str) -> None:
+        procs = node_processes(work, job.job_id, cycle, node)
+        for pid in (procs["launcher_pid"], *(w["pid"] for w in procs["workers"])):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def training(cycle: int, line: str) -> None:
+        try:
+            wait_until(lambda: line in cycle_logs(work).get(cycle, ""), 90, message=line)
+        except AssertionError:
+            raise AssertionError(logs_of(work)) from None
+
+    training(0, "rank 0 of 2 on node1")
+    kill_node(0, "node1")
+    training(1, "rank 0 of 2 on node3")
+    training(1, "rank 1 of 2 on node2")
+    kill_node(1, "node2")
+    training(2, "rank 1 of 2 on node4")
+    _say_go(slurm_cluster, work)
+    fields = slurm_cluster.wait_final(job, timeout=120)
+    assert fields["JobState"] == "COMPLETED", logs_of(work)
+    assert fields["Restarts"] == "0"
+    result = outcome_of(work, job.job_id)
+    assert (result["exit_code"], result["lost_nodes"]) == (0, ["node1", "node2"]), result
+    assert result["store_successions"] == [
+        "epoch 1: node2 hosts the store after node1 was lost in cycle 0",
+        "epoch 2: node3 hosts the store after node2 was lost in cycle 1",
+    ], result
+    last = cycle_record(work, job.job_id, result["last_cycle"])
+    assert last["active_nodes"] == ["node3", "node4"] and last["master_addr"] == "node3", last
+    slurm_cluster.assert_no_user_processes()

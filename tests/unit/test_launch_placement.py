@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from slurm_ft.launch.policy import Placement, Replacement, place
+from slurm_ft.records import FailureKind
 
 LOST = "lost"
 SICK = "unhealthy: storage: /x missing"
@@ -115,6 +118,10 @@ def test_spare_book_retires_suspect_stuck_and_unhealthy_nodes_and_charges_extra_
     # a failure explained by a node lost at the same join counts for no one
     book.note_failure(_failure_on(2), explained=False)
     book.note_failure(_failure_on(2), explained=True)
+    book.note_failure(_failure_on(2), explained=False)
+    assert 2 not in book.retired
+    # a hang names whichever node's detector fired first: it counts for no one either
+    book.note_failure(dataclasses.replace(_failure_on(2), kind=FailureKind.HANG), explained=False)
     book.note_failure(_failure_on(2), explained=False)
     assert 2 not in book.retired
     # a worker that could not be killed (the bounded stop's report) and an unhealthy spare
