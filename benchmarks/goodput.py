@@ -257,19 +257,9 @@ def _slurm_ft_run(
     except subprocess.TimeoutExpired:
         drill.kill()
         drill.wait()
-    report = _sh([sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(state), "--json"], env=env)
-    _sh(
-        [
-            sys.executable,
-            "-m",
-            "slurm_ft.cli.report",
-            "--state-dir",
-            str(state),
-            "--svg",
-            str(out / "slurm-ft-report.svg"),
-        ],
-        env=env,
-    )
+    reporter = [sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(state.path)]
+    report = _sh([*reporter, "--json"], env=env)
+    _sh([*reporter, "--svg", str(out / "slurm-ft-report.svg")], env=env)
     if report.returncode == 0:
         doc = json.loads(report.stdout)
         # The report's wall clock starts at the first cycle; the allocation's at the job's start.
