@@ -233,7 +233,7 @@ class NodeWatch:
         # How often the watch loop wakes (:attr:`period`) and how often the workers' bytes
         # are sampled: both the fixed timeouts' period; on node 0 while it learns a rhythm,
         # finer sampling (:func:`hanglearn.tick`), taken by the loop or by the peer
-        # monitor's wakes (:meth:`sample`, :func:`hanglearn.look_period`).
+        # monitor's wakes (:meth:`sample`, :func:`hanglearn.pace`).
         self.period = limits.period
         self._every = limits.period
         self._by_sampler = False
@@ -270,16 +270,19 @@ class NodeWatch:
             self._next_sample = now + self._every
             self._reported_silent = False
 
-    def set_pace(self, look: float, sample: float, by_sampler: bool) -> None:
-        """Node 0's judge, learning: the loop wakes every ``look`` s, the workers are sampled
-        every ``sample`` s, by :meth:`sample` when ``by_sampler``. A shorter sampling period
-        starts now, not after the longer look that was due."""
+    def set_pace(self, pace: hanglearn.Pace) -> None:
+        """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
+        and by whom (:meth:`sample` when ``by_sampler``). A shorter sampling period starts
+        now, not after the longer look that was due: its first sample is due a quarter
+        period early, so that one of the peer monitor's calls (a second apart, never early)
+        takes it within a quarter period of the new pace."""
         with self._lock:
-            if sample < self._every:
-                self._next_sample = min(self._next_sample, self._clock() + sample)
-            self._every = sample
-            self._by_sampler = by_sampler
-            self.period = look
+            if pace.sample < self._every:
+                due = self._clock() + pace.sample * 0.75
+                self._next_sample = min(self._next_sample, due)
+            self._every = pace.sample
+            self._by_sampler = pace.by_sampler
+            self.period = pace.look
 
     def sample(self) -> None:
         """The peer monitor's look (node 0, at each of its wakes): the workers are sampled
@@ -288,7 +291,7 @@ class NodeWatch:
         with self._lock:
             self._sampled = now
             if self._by_sampler and self._index is not None:
-                self._look(now)
+                self._look(now, 0.0)
 
     def sampler_age(self) -> float:
         """Seconds since :meth:`sample` was last called (infinite: never): a sampler that
@@ -326,17 +329,22 @@ class NodeWatch:
         entered or left a section."""
         now = self._clock()
         with self._lock:
-            return max(0.0, now - self._look(now))
+            # While the peer monitor takes the samples the loop only reads them (see _look).
+            early = -math.inf if self._by_sampler else self._every / 2
+            return max(0.0, now - self._look(now, early))
 
-    def _look(self, now: float) -> float:
-        """The latest sign of life, the workers' bytes sampled when due; a new one is noted
-        for :meth:`lives`. Under the lock."""
-        # The watch looks once a period, give or take a millisecond: with the next look
-        # due a full period after this one, a look a hair early was skipped and the
-        # sample lagged a whole period (hang latency 0.24 s or 0.43 s by chance). A quarter
-        # of it early is still on time, and the peer monitor's calls a second apart (at
-        # least) sample every 2 s, not every call.
-        if now >= self._next_sample - self._every / 4:
+    def _look(self, now: float, early: float) -> float:
+        """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
+        s before); a new one is noted for :meth:`lives`. Under the lock."""
+        # The loop looks once a period, give or take a millisecond: with the next look due
+        # a full period after this one, a look a hair early was skipped and the sample
+        # lagged a whole period (hang latency 0.24 s or 0.43 s by chance); so the loop may
+        # take a sample half a period early. The peer monitor, called at least a second
+        # apart, takes it alone and never early: its samples keep a steady pace (every
+        # second call), on which a 10 s trainer's gaps read 10.0 s. With samples of the
+        # loop's in between (its wakes timed by the sign of life they wait for) a line
+        # written a moment before such a wake was missed and the gap read 12 s.
+        if now >= self._next_sample - early:
             self._next_sample = now + self._every
             for rank, pid in self._pids.items():
                 count = bytes_written(pid)

@@ -190,8 +190,7 @@ class JobJudge:
         sampler = self.sampler
         if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
             sampler = None  # its store call is blocked: the loop samples again
-        look = hanglearn.look_period(policy, every, base, own, sampler, self._iteration_due(now))
-        self.hangs.set_pace(look, every, by_sampler=look > every)
+        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, self._iteration_due(now)))
 
     def _iteration_due(self, now: float) -> float:
         """Seconds until the iteration detector's limit expires (infinite: none)."""

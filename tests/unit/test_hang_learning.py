@@ -70,22 +70,23 @@ PEERED = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, 0.0
 @pytest.mark.parametrize(
     ("sample_every", "own_quiet", "sampler", "due", "expected"),
     [
-        (2.0, 0.5, None, math.inf, 2.0),  # one node: the loop samples, every 2 s
-        (2.0, 0.5, 3.0, math.inf, 2.0),  # a sampler slower than the samples wanted is no help
-        (5.0, 0.5, 1.0, math.inf, 5.0),  # nothing fine wanted: the fixed period
-        (2.0, 0.5, 1.0, math.inf, 5.0),  # a busy job: the loop keeps its fixed period
-        (2.0, 7.0, 1.0, math.inf, 3.0),  # woken as its own quiet reaches the report threshold
-        (2.0, 9.5, 1.0, math.inf, 2.0),  # ... never finer than the samples
-        (2.0, 10.0, 1.0, math.inf, 2.0),  # quiet for that long: the peers are read finely
-        (2.0, 0.5, 1.0, 3.5, 3.5),  # woken when the iteration limit expires
+        (2.0, 0.5, None, math.inf, (2.0, False)),  # one node: the loop samples, every 2 s
+        (2.0, 0.5, 3.0, math.inf, (2.0, False)),  # a sampler slower than the samples wanted
+        (5.0, 0.5, 1.0, math.inf, (5.0, False)),  # nothing fine wanted: the fixed period
+        (2.0, 0.5, 1.0, math.inf, (5.0, True)),  # a busy job: the loop keeps its fixed period
+        (2.0, 7.0, 1.0, math.inf, (3.0, True)),  # woken as its own quiet reaches the threshold
+        (2.0, 9.5, 1.0, math.inf, (2.0, True)),  # ... never finer than the samples
+        (2.0, 10.0, 1.0, math.inf, (2.0, True)),  # quiet that long: the peers are read finely
+        (2.0, 0.5, 1.0, 3.5, (3.5, True)),  # woken when the iteration limit expires
     ],
 )
 def test_node_0_s_loop_wakes_finely_only_once_the_job_can_be_silent(
-    sample_every: float, own_quiet: float, sampler: float | None, due: float, expected: float
+    sample_every: float, own_quiet: float, sampler: float | None, due: float, expected: tuple[float, bool]
 ) -> None:
     assert PEERED.report_after == 10.0
-    got = hanglearn.look_period(PEERED, sample_every, 5.0, own_quiet, sampler, due)
-    assert got == pytest.approx(expected)
+    got = hanglearn.pace(PEERED, sample_every, 5.0, own_quiet, sampler, due)
+    assert (got.look, got.by_sampler) == (pytest.approx(expected[0]), expected[1])
+    assert got.sample == sample_every
 
 
 def test_no_learned_limit_expires_before_the_loop_wakes_finely() -> None:

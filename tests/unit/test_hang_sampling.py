@@ -59,7 +59,7 @@ def _busy_trainer_learned(tmp_path: Path, by_sampler: bool) -> hanglearn.Rhythm:
     now = [1000.0]
     watch = hang.NodeWatch(limits, clock=lambda: now[0])
     watch.begin(0, {0: os.getpid()}, {})
-    watch.set_pace(5.0, hanglearn.LEARN_PERIOD_S, by_sampler=by_sampler)
+    watch.set_pace(hanglearn.Pace(5.0, hanglearn.LEARN_PERIOD_S, by_sampler))
     rhythm = hanglearn.begin(now[0] - policy.warmup, 0.0)
     for second in range(1, 61):
         now[0] += 1.0
@@ -96,7 +96,7 @@ def test_the_sampler_reads_proc_only_when_the_judge_leaves_the_samples_to_it(mon
         now[0] += 1.0
         watch.sample()
     assert reads == [] and watch.sampler_age() == 0.0
-    watch.set_pace(5.0, 2.0, by_sampler=True)
+    watch.set_pace(hanglearn.Pace(5.0, 2.0, True))
     for _ in range(20):
         now[0] += 1.0
         watch.sample()
@@ -136,3 +136,32 @@ def test_the_peer_monitor_calls_the_sampler_at_each_of_its_looks():
     finally:
         threads.monitor.stop()
     assert background.BackgroundSet().sample_with(lambda: None) is None  # one node: no monitor
+
+
+def test_while_the_monitor_samples_the_loop_only_reads_and_nothing_is_sampled_early(monkeypatch):
+    """One steady pace, the monitor's: a look of the loop between two of its calls takes no
+    sample (a 10 s trainer's gaps read 10.0 s at a steady pace; with samples off it, 10 to 12)."""
+    limits = hang.Limits.from_settings(HangSettings())
+    now = [1000.0]
+    taken = []
+    monkeypatch.setattr(hang, "bytes_written", lambda pid: taken.append(now[0]) or 0)
+    watch = hang.NodeWatch(limits, clock=lambda: now[0])
+    watch.begin(0, {0: 1234}, {})
+    taken.clear()
+    watch.set_pace(hanglearn.Pace(5.0, 2.0, True))  # the first sample due at 1001.5
+    calls = (
+        (1001.4, watch.sample),  # not yet due
+        (1001.6, watch.sample),  # the next due at 1003.6
+        (1003.0, watch.quiet),  # the loop only reads
+        (1003.5, watch.sample),  # the monitor is never early
+        (1003.7, watch.sample),
+    )
+    for at, look in calls:
+        now[0] = at
+        look()
+    assert taken == [1001.6, 1003.7]
+    watch.set_pace(hanglearn.Pace(2.0, 2.0, False))  # the loop samples again, a little early at most
+    now[0] = 1004.8
+    watch.quiet()
+    assert taken == [1001.6, 1003.7, 1004.8]
+    watch.end()
