@@ -6,6 +6,7 @@ it on its own::
 
     python -m benchmarks.hang_learned --every 1 --runs 3
     python -m benchmarks.hang_learned --cpu 40
+    python -m benchmarks.hang_learned --cpu 40 --nodes 2
 
 Detection: 2 simulated nodes x 2 workers print a line every ``--every`` s for
 ``--steps`` steps (``--print-ranks 0``: only rank 0, on node 0, prints), then every rank
@@ -13,9 +14,10 @@ goes silent. Reported: from the last line to the verdict, and to the cycle's end
 workers stopped, their stacks kept). The warm-up (``--hang-initial-timeout``,
 600 s by default) is shortened to 5 s so a run takes a minute; the policy is unchanged.
 
-CPU: one node, 2 workers printing a line a second for ``--cpu`` s, the launcher's own
-CPU (its threads' schedstat, ns) with learning on (default) and off (``--hang-safety-factor
-0``), side by side.
+CPU: one node (``--nodes``: node 0 of that many), 2 workers each printing a line a second
+for ``--cpu`` s, the launcher's own CPU (its threads' schedstat, ns) with learning on
+(default) and off (``--hang-safety-factor 0``), side by side. Node 0 of several nodes is
+the one that learns, and the one with a peer monitor whose wakes can take its samples.
 """
 
 from __future__ import annotations
@@ -66,13 +68,13 @@ def launcher_cpu_ns(pid: int) -> int:
     return total
 
 
-def cpu_run(seconds: float, learning: bool, tmp: Path, idle: bool = False) -> float:
-    """Percent of one core the launcher used over the steady middle of the run (``idle``:
-    the workers write nothing, one line at the end)."""
+def cpu_run(seconds: float, learning: bool, tmp: Path, idle: bool = False, nodes: int = 1) -> float:
+    """Percent of one core node 0's launcher used over the steady middle of the run
+    (``idle``: the workers write nothing, one line at the end)."""
     extra = [] if learning else ["--hang-safety-factor", "0"]
     steps = int(seconds)
     rhythm = ["--every", f"{seconds:g}", "--steps", "1"] if idle else ["--every", "1", "--steps", str(steps)]
-    job = SimJob(tmp, 1, [*BASE, "--hang-initial-timeout", "2", *extra], [str(WORKER), "finish", *rhythm])
+    job = SimJob(tmp, nodes, [*BASE, "--hang-initial-timeout", "2", *extra], [str(WORKER), "finish", *rhythm])
     job.start()
     try:
         pid = job.node(0).proc.pid
@@ -94,20 +96,23 @@ def main() -> int:
     p.add_argument("--print-ranks", help="only these ranks print (default: all 4; '0': node 0's rank 0)")
     p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
     p.add_argument("--idle", action="store_true", help="with --cpu: the workers write nothing")
+    p.add_argument("--nodes", type=int, default=1, help="with --cpu: simulated nodes (node 0 measured)")
     a = p.parse_args()
     if a.cpu:
         rows = []
         for _ in range(a.runs):
             for learning in (True, False):
                 with tempfile.TemporaryDirectory() as d:
-                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle)))
+                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle, a.nodes)))
         for learning in (True, False):
             values = [v for k, v in rows if k is learning]
             name = "learned (default)" if learning else "fixed (--hang-safety-factor 0)"
             what = "idle workers" if a.idle else "a line a second"
+            where = f"node 0 of {a.nodes}" if a.nodes > 1 else "one node"
             shown = ", ".join(f"{v:.3f}" for v in values)
             print(
-                f"launcher CPU ({what}), {name}: median {statistics.median(values):.3f} % of a core ({shown})"
+                f"launcher CPU ({where}, {what}), {name}: mean {statistics.mean(values):.4f}, "
+                f"median {statistics.median(values):.3f} % of a core ({shown})"
             )
         return 0
     found, stopped = [], []

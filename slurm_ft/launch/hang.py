@@ -14,6 +14,7 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
@@ -216,23 +217,35 @@ def process_state(pid: int) -> str | None:
     return fields[0].decode(errors="replace") if fields else None
 
 
+# The signs of life kept for node 0's judge between two of its looks (a few at its pace;
+# were more dropped, the oldest go first, which only lengthens a gap: a larger limit).
+LIVES_KEPT = 32
+
+
 class NodeWatch:
     """This launcher's view of its workers in the current cycle: when they last wrote,
-    and what their slots say (read by the main loop; the lock is for the coordinator's
-    reads through the same object on node 0)."""
+    and what their slots say (read by the main loop and, on node 0, sampled by the peer
+    monitor's thread: hence the lock)."""
 
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self._clock = clock
-        # How often the workers' bytes are sampled: the fixed timeouts' period, finer on
-        # node 0 while it learns a rhythm (set by its judge, :func:`hanglearn.tick`).
+        # How often the watch loop wakes (:attr:`period`) and how often the workers' bytes
+        # are sampled: both the fixed timeouts' period; on node 0 while it learns a rhythm,
+        # finer sampling (:func:`hanglearn.tick`), taken by the loop or by the peer
+        # monitor's wakes (:meth:`sample`, :func:`hanglearn.pace`).
         self.period = limits.period
+        self._every = limits.period
+        self._by_sampler = False
+        self._sampled = -math.inf  # when the sampler last called
         self._lock = threading.Lock()
         self._index: int | None = None
         self._pids: dict[int, int] = {}
         self._slots: dict[int, mmap.mmap] = {}
         self._written: dict[int, int | None] = {}
         self._last_write = 0.0
+        self._noted = 0.0
+        self._lives: collections.deque[float] = collections.deque(maxlen=LIVES_KEPT)
         self._next_sample = 0.0
         self._started = 0.0
         self._reported_silent = False
@@ -252,17 +265,47 @@ class NodeWatch:
             self._pids = dict(pids)
             self._slots = slots
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
-            self._last_write = self._started = now
-            self._next_sample = now + self.period
+            self._last_write = self._started = self._noted = now
+            self._lives.clear()
+            self._next_sample = now + self._every
             self._reported_silent = False
 
-    def set_period(self, period: float) -> None:
-        """A new sampling period (node 0's judge, learning); a shorter one starts now, not
-        after the longer look that was due."""
+    def set_pace(self, pace: hanglearn.Pace) -> None:
+        """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
+        and by whom (:meth:`sample` when ``by_sampler``). A shorter sampling period starts
+        now, not after the longer look that was due: its first sample is due a quarter
+        period early, so that one of the peer monitor's calls (a second apart, never early)
+        takes it within a quarter period of the new pace."""
         with self._lock:
-            if period < self.period:
-                self._next_sample = min(self._next_sample, self._clock() + period)
-            self.period = period
+            if pace.sample < self._every:
+                due = self._clock() + pace.sample * 0.75
+                self._next_sample = min(self._next_sample, due)
+            self._every = pace.sample
+            self._by_sampler = pace.by_sampler
+            self.period = pace.look
+
+    def sample(self) -> None:
+        """The peer monitor's look (node 0, at each of its wakes): the workers are sampled
+        here while the judge leaves it to this thread, so the loop need not wake for it."""
+        now = self._clock()
+        with self._lock:
+            self._sampled = now
+            if self._by_sampler and self._index is not None:
+                self._look(now, 0.0)
+
+    def sampler_age(self) -> float:
+        """Seconds since :meth:`sample` was last called (infinite: never): a sampler that
+        stopped calling (its store call blocked) is not relied on."""
+        with self._lock:
+            return self._clock() - self._sampled
+
+    def lives(self) -> list[float]:
+        """The signs of life noted since the last call, oldest first: node 0's judge learns
+        the gaps between them, not only the time since the latest."""
+        with self._lock:
+            noted = list(self._lives)
+            self._lives.clear()
+        return noted
 
     def end(self) -> None:
         with self._lock:
@@ -282,25 +325,41 @@ class NodeWatch:
 
     def quiet(self) -> float:
         """Seconds since any worker of this node last showed life: wrote a byte (sampled
-        every :attr:`Limits.period`), heart-beat, or entered or left a section."""
+        every :attr:`Limits.period`, finer on node 0 while it learns), heart-beat, or
+        entered or left a section."""
         now = self._clock()
         with self._lock:
-            # The watch looks once a period, give or take a millisecond: with the next look
-            # due a full period after this one, a look a hair early was skipped and the
-            # sample lagged a whole period (hang latency 0.24 s or 0.43 s by chance).
-            if now >= self._next_sample - self.period / 2:
-                self._next_sample = now + self.period
-                for rank, pid in self._pids.items():
-                    count = bytes_written(pid)
-                    if count is not None and count != self._written.get(rank):
-                        self._written[rank] = count
-                        self._last_write = now
-            latest = self._last_write
-            for view in self._slots.values():
-                slot = worker.read_slot(view)
-                if slot is not None:
-                    latest = max(latest, slot.heartbeat, slot.section_start, slot.section_end)
-            return max(0.0, now - latest)
+            # While the peer monitor takes the samples the loop only reads them (see _look).
+            early = -math.inf if self._by_sampler else self._every / 2
+            return max(0.0, now - self._look(now, early))
+
+    def _look(self, now: float, early: float) -> float:
+        """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
+        s before); a new one is noted for :meth:`lives`. Under the lock."""
+        # The loop looks once a period, give or take a millisecond: with the next look due
+        # a full period after this one, a look a hair early was skipped and the sample
+        # lagged a whole period (hang latency 0.24 s or 0.43 s by chance); so the loop may
+        # take a sample half a period early. The peer monitor, called at least a second
+        # apart, takes it alone and never early: its samples keep a steady pace (every
+        # second call), on which a 10 s trainer's gaps read 10.0 s. With samples of the
+        # loop's in between (its wakes timed by the sign of life they wait for) a line
+        # written a moment before such a wake was missed and the gap read 12 s.
+        if now >= self._next_sample - early:
+            self._next_sample = now + self._every
+            for rank, pid in self._pids.items():
+                count = bytes_written(pid)
+                if count is not None and count != self._written.get(rank):
+                    self._written[rank] = count
+                    self._last_write = now
+        latest = self._last_write
+        for view in self._slots.values():
+            slot = worker.read_slot(view)
+            if slot is not None:
+                latest = max(latest, slot.heartbeat, slot.section_start, slot.section_end)
+        if latest > self._noted + hanglearn.SAME_LIFE_S:
+            self._noted = latest
+            self._lives.append(latest)
+        return latest
 
     def silence_report(self) -> str | None:
         """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just

@@ -69,6 +69,9 @@ class JobJudge:
         self.said: dict[str, float | None] = {"silence": None, "iteration": None}
         self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
         self.fresh = True  # no look yet in this cycle
+        # The peer monitor wakes every second anyway: it samples this node's workers while
+        # the learning wants finer samples than the loop's fixed period (None: one node).
+        self.sampler = threads.sample_with(hangs.sample)
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
             from slurm_ft.health.storage import off_local_disk
 
@@ -129,6 +132,7 @@ class JobJudge:
         node0_runs = host in active
         now = self.ticks()
         own = self.hangs.quiet() if limits.silence and node0_runs else 0.0
+        lives = self.hangs.lives() if limits.silence and node0_runs else []
         policy = self.learn_silence
         if self.fresh:  # the cycle's first look: its watch began ``own`` ago
             self.fresh = False
@@ -148,10 +152,12 @@ class JobJudge:
         else:
             quiet = []
         if policy.learning and (quiet or node0_runs):
+            for life in lives:  # this node's signs of life since the last look, in order
+                rhythm = hanglearn.observe(policy, rhythm, life)
             self.silence_rhythm = hanglearn.observe(policy, rhythm, now - min(quiet or [own]))
             self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
             if node0_runs:
-                self.hangs.set_period(hanglearn.tick(policy, self.silence_rhythm, now, limits.period))
+                self._pace(now, own)
         if quiet:
             timeout = hanglearn.limit(policy, self.silence_rhythm, now)
             basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
@@ -176,6 +182,24 @@ class JobJudge:
                 self.iteration_rhythm = hanglearn.judged(ipolicy, self.iteration_rhythm, still)
             return stalled
         return None
+
+    def _pace(self, now: float, own: float) -> None:
+        """How often this node's workers are sampled and the loop wakes, while it learns."""
+        policy, base = self.learn_silence, self.hangs.limits.period
+        every = hanglearn.tick(policy, self.silence_rhythm, now, base)
+        sampler = self.sampler
+        if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
+            sampler = None  # its store call is blocked: the loop samples again
+        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, self._iteration_due(now)))
+
+    def _iteration_due(self, now: float) -> float:
+        """Seconds until the iteration detector's limit expires (infinite: none)."""
+        if self.iterations is None:
+            return math.inf
+        timeout = hanglearn.limit(self.learn_iteration, self.iteration_rhythm, now)
+        if not timeout:
+            return math.inf
+        return timeout - self.iterations.still()
 
     def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:
         """A peer's quiet now: what it reported when it fell silent, plus the time since node 0

@@ -64,6 +64,42 @@ def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
     assert hanglearn.tick(DEFAULT, rhythm, now, 5.0) == pytest.approx(expected)
 
 
+PEERED = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, 0.0, peer_period=5.0)
+
+
+@pytest.mark.parametrize(
+    ("sample_every", "own_quiet", "sampler", "due", "expected"),
+    [
+        (2.0, 0.5, None, math.inf, (2.0, False)),  # one node: the loop samples, every 2 s
+        (2.0, 0.5, 3.0, math.inf, (2.0, False)),  # a sampler slower than the samples wanted
+        (5.0, 0.5, 1.0, math.inf, (5.0, False)),  # nothing fine wanted: the fixed period
+        (2.0, 0.5, 1.0, math.inf, (5.0, True)),  # a busy job: the loop keeps its fixed period
+        (2.0, 7.0, 1.0, math.inf, (3.0, True)),  # woken as its own quiet reaches the threshold
+        (2.0, 9.5, 1.0, math.inf, (2.0, True)),  # ... never finer than the samples
+        (2.0, 10.0, 1.0, math.inf, (2.0, True)),  # quiet that long: the peers are read finely
+        (2.0, 0.5, 1.0, 3.5, (3.5, True)),  # woken when the iteration limit expires
+    ],
+)
+def test_node_0_s_loop_wakes_finely_only_once_the_job_can_be_silent(
+    sample_every: float, own_quiet: float, sampler: float | None, due: float, expected: tuple[float, bool]
+) -> None:
+    assert PEERED.report_after == 10.0
+    got = hanglearn.pace(PEERED, sample_every, 5.0, own_quiet, sampler, due)
+    assert (got.look, got.by_sampler) == (pytest.approx(expected[0]), expected[1])
+    assert got.sample == sample_every
+
+
+def test_no_learned_limit_expires_before_the_loop_wakes_finely() -> None:
+    """The loop leaves the fine pace only while no verdict can come: every limit lies above
+    the quiet at which it wakes finely again."""
+    for floor in (0.5, 2.0, 20.0):
+        for ceiling in (3.0, 8.0, 1800.0):
+            policy = Policy(7.0, floor, ceiling, 0.0, peer_period=5.0)
+            assert policy.ceiling >= policy.report_after  # the warm-up's, and before a gap
+            for gap in (0.1, 1.0, 10.0, 100.0):
+                assert hanglearn.learned(policy, gap) >= policy.report_after
+
+
 def test_the_limit_stays_above_what_a_busy_peer_can_show() -> None:
     """A peer that samples every 5 s reports nothing below 10 s of quiet; node 0 takes an
     unreported peer as 10 s quiet, so no limit may be at or below that."""

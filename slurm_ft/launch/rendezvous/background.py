@@ -164,7 +164,10 @@ class PeerMonitor(BackgroundThread):
         super().__init__("slurm-ft-peer-monitor", wake_fd)
         self.client = client
         self._peers = list(peers)
-        self._interval = interval
+        self.interval = interval
+        # Called after each look: node 0's hang learning samples its own workers at this
+        # wake, which the launcher makes anyway (see :meth:`BackgroundSet.sample_with`).
+        self.after_look: Callable[[], None] | None = None
         self._timeout = timeout
         self._clock = clock
         self._lock = threading.Lock()
@@ -193,7 +196,10 @@ class PeerMonitor(BackgroundThread):
                     if (seen or 0) > 0 and silent > limit and node not in self._lost:
                         self._lost[node] = silent
                         self._wake()
-            self._stop_event.wait(self._interval)
+            after = self.after_look
+            if after is not None:
+                after()
+            self._stop_event.wait(self.interval)
 
     def ages(self) -> dict[int, float]:
         """Seconds since each peer's heart-beat last moved (for the metrics)."""
@@ -383,6 +389,14 @@ class BackgroundSet:
 
     def _all(self) -> list[BackgroundThread]:
         return [t for t in (self.monitor, self.heartbeat, self.watchdog, self.waiter) if t is not None]
+
+    def sample_with(self, hook: Callable[[], None]) -> float | None:
+        """Node 0: call ``hook`` after each of the peer monitor's looks, from its thread; the
+        period of those looks, or None where there is no monitor (one node, a peer)."""
+        if self.monitor is None:
+            return None
+        self.monitor.after_look = hook
+        return self.monitor.interval
 
     def watch_halt(self, i: int) -> None:
         if self.waiter is not None:
