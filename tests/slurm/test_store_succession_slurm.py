@@ -84,10 +84,8 @@ def test_sigkill_of_node0_launcher_and_workers_resumes_on_the_spare(slurm_cluste
     slurm_cluster.assert_no_user_processes()
 
 
-def _writer_job(slurm_cluster: LocalCluster, name: str) -> tuple[Path, Job, int, dict[str, Any]]:
-    """The frozen-store-host tests' job: WRITER on 3 active nodes and a spare, once node1
-    trains; returns its work dir, the job, node1's launcher pid and node1's processes record
-    of cycle 0."""
+def _submit_writer(slurm_cluster: LocalCluster, name: str, spares: int) -> tuple[Path, Job]:
+    """WRITER on the 4 nodes, ``spares`` of them standing by; its work dir and job."""
     work = prepare(slurm_cluster, name)
     slurm_cluster.write(work / "writer.py", WRITER)
     env = knobs(
@@ -95,10 +93,17 @@ def _writer_job(slurm_cluster: LocalCluster, name: str) -> tuple[Path, Job, int,
         work,
         TRAIN_SCRIPT=str(work / "writer.py"),
         NPROC_PER_NODE="1",
-        SPARE_NODES="1",
+        SPARE_NODES=str(spares),
         LAUNCH_EXTRA_ARGS="--join-timeout 60",
     )
-    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    return work, slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+
+
+def _writer_job(slurm_cluster: LocalCluster, name: str) -> tuple[Path, Job, int, dict[str, Any]]:
+    """The frozen-store-host tests' job: WRITER on 3 active nodes and a spare, once node1
+    trains; returns its work dir, the job, node1's launcher pid and node1's processes record
+    of cycle 0."""
+    work, job = _submit_writer(slurm_cluster, name, spares=1)
     wait_until(lambda: "rank 0 of 3 on node1" in cycle_logs(work).get(0, ""), 90, message="node1 training")
     launcher = wait_until(lambda: launcher_pid(slurm_cluster.uid, "node1"), 30, message="node1's launcher")
     assert launcher is not None  # for the type checker: wait_until returns only a truthy value
@@ -210,17 +215,7 @@ def test_node0_stops_answering_until_slurm_marks_it_down_and_the_job_goes_on(slu
 def test_the_store_host_lost_twice_in_a_row_the_job_goes_on_while_spares_last(slurm_cluster):
     """2 active nodes + 2 spares: node1 (the store host) dies, node2 succeeds it; then node2
     (now the store host) dies too, node3 succeeds it; each lost node rank moves to a spare."""
-    work = prepare(slurm_cluster, "succession-twice")
-    slurm_cluster.write(work / "writer.py", WRITER)
-    env = knobs(
-        slurm_cluster,
-        work,
-        TRAIN_SCRIPT=str(work / "writer.py"),
-        NPROC_PER_NODE="1",
-        SPARE_NODES="2",
-        LAUNCH_EXTRA_ARGS="--join-timeout 60",
-    )
-    job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=4", "--no-kill", env=env)
+    work, job = _submit_writer(slurm_cluster, "succession-twice", spares=2)
 
     def kill_node(cycle: int, node: str) -> None:
         procs = node_processes(work, job.job_id, cycle, node)
