@@ -448,7 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mix", default="llama3")
     p.add_argument("--step-time", type=float, default=0.2)
     p.add_argument("--ckpt-every", type=int, default=25, help="steps between checkpoints (5 s at 0.2 s)")
-    p.add_argument("--hang-timeout", type=float, default=10.0, help="slurm-ft's --rank-heartbeat-timeout")
+    p.add_argument(
+        "--hang-timeout",
+        type=float,
+        default=10.0,
+        help="slurm-ft's --rank-heartbeat-timeout (0: off; the learned silence timeout finds a hang)",
+    )
     p.add_argument("--pg-timeout", type=float, default=60.0, help="the trainer's gloo timeout (both runs)")
     p.add_argument("--target", type=int, default=None, help="time to this many steps (default: 3/4 of a run)")
     p.add_argument("--only", choices=("slurm-ft", "torchrun"), default=None)

@@ -171,8 +171,9 @@ MEANING: dict[str, str] = {
     ),
     "--hang-learned-floor": "a learned timeout is never below S seconds",
     "--hang-initial-timeout": (
-        "each cycle's first S seconds (start-up, checkpoint load, compilation) are judged by "
-        "`--hang-timeout` only and teach the learned timeouts nothing"
+        "each cycle's warm-up (start-up, checkpoint load, compilation), judged by `--hang-timeout` "
+        "only and teaching the learned timeouts nothing: its first S seconds, or with a progress "
+        "source less, until the cycle's first progress ([hangs](../guides/hangs.md))"
     ),
     "--rank-heartbeat-timeout": (
         "opt-in: a rank that called `slurm_ft.worker.heartbeat()` did not call it again for S seconds"

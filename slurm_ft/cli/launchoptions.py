@@ -445,8 +445,9 @@ HANG = OptionGroup(
             "--hang-initial-timeout",
             dest="hang_initial_timeout",
             metavar="S",
-            help="each cycle's first S s (start-up, checkpoint load, compilation) are judged by "
-            "--hang-timeout only and teach the learned timeouts nothing",
+            help="each cycle's warm-up (start-up, checkpoint load, compilation), judged by "
+            "--hang-timeout only and teaching the learned timeouts nothing: its first S s, or "
+            "less with a progress source, until the cycle's first progress",
             setting="hang.initial_timeout",
         ),
         _opt(

@@ -423,11 +423,19 @@ class IterationWatch(threading.Thread):
         self._lock = threading.Lock()
         self._value: tuple[int, str | None] | None = None
         self._changed = clock()
+        # The cycle's first progress: a step past the first one read in the cycle (the step
+        # it resumed from; a checkpoint the last cycle left just before its end may be read
+        # only now, so the first reading sets the mark and never counts; nor does a source
+        # that could not be read: a resumed step read after it is no progress).
+        self._resumed_at: int | None = None
+        self._progressed: float | None = None
 
     def restart(self) -> None:
-        """A new cycle: the stall clock starts again."""
+        """A new cycle: the stall clock starts again, and its first progress is still to come."""
         with self._lock:
             self._changed = self._clock()
+            self._resumed_at = None
+            self._progressed = None
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -438,9 +446,20 @@ class IterationWatch(threading.Thread):
                     self._value = value
                     self._changed = self._clock()
                     moved = True
+                if value is None:  # not there yet, or not readable: no mark to go past
+                    pass
+                elif self._resumed_at is None:
+                    self._resumed_at = value[0]
+                elif self._progressed is None and value[0] > self._resumed_at:
+                    self._progressed = self._clock()
             if moved and value is not None and self._on_change is not None:
                 self._on_change(*value)
             self._stop_event.wait(self._period)
+
+    def progressed(self) -> float | None:
+        """When the cycle first went past the step it resumed from (None: not yet)."""
+        with self._lock:
+            return self._progressed
 
     def still(self) -> float:
         """Seconds since the source last moved (or since the cycle began)."""

@@ -6,10 +6,13 @@ sections; for the iteration detector, the progress source moving). A hang is jud
 ``ceiling`` (``--hang-timeout``). The longest gap is kept per cycle and carried across
 cycles and requeues in the ledger, so a slow step seen once protects every later cycle.
 
-A cycle's first ``warmup`` seconds (``--hang-initial-timeout``: start-up, checkpoint load,
-compilation) are judged by the ceiling only and teach nothing: a gap that began in them is
-not learned. Until a gap is known (the first cycle, before its second sign of life after
-the warm-up) the ceiling applies too.
+A cycle's warm-up (start-up, checkpoint load, compilation) is judged by the ceiling only
+and teaches nothing: a gap that began in it is not learned. It lasts ``warmup`` seconds
+(``--hang-initial-timeout``) or, with a progress source, until the cycle's first progress
+(:func:`progressed`: a checkpoint of a step past the one the cycle began at), whichever
+comes first: a job that restarts every few minutes would otherwise spend every cycle in
+its warm-up and never meet its learned limits. Until a gap is known (the first cycle,
+before its second sign of life after the warm-up) the ceiling applies too.
 
 Every function here is O(1): the launcher calls :func:`observe` once per sign of life its
 samples found and :func:`limit` once per watch tick.
@@ -96,6 +99,21 @@ class Rhythm:
     last_life: float
     longest: float = 0.0
     cycle_longest: float = 0.0
+    progressed: float = math.inf  # the cycle's first progress (:func:`progressed`)
+
+
+def warm_until(policy: Policy, rhythm: Rhythm) -> float:
+    """When the cycle's warm-up ends: ``warmup`` after its start, or at its first progress."""
+    return min(rhythm.started + policy.warmup, rhythm.progressed)
+
+
+def progressed(rhythm: Rhythm, at: float) -> Rhythm:
+    """The rhythm once the progress source showed the cycle's first progress at ``at``:
+    training went past the step it resumed from, so start-up, checkpoint load and the first
+    compilation are behind it and its warm-up ends there."""
+    if at >= rhythm.progressed or at < rhythm.started:
+        return rhythm
+    return replace(rhythm, progressed=at)
 
 
 def begin(started: float, history: float) -> Rhythm:
@@ -110,10 +128,12 @@ def observe(policy: Policy, rhythm: Rhythm, life: float) -> Rhythm:
     if life <= rhythm.last_life + SAME_LIFE_S:
         return rhythm
     gap = life - rhythm.last_life
-    learnable = rhythm.last_life > rhythm.started and rhythm.last_life >= rhythm.started + policy.warmup
+    learnable = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_until(policy, rhythm)
     if not learnable:
         return replace(rhythm, last_life=life)
-    return Rhythm(rhythm.started, life, max(rhythm.longest, gap), max(rhythm.cycle_longest, gap))
+    return replace(
+        rhythm, last_life=life, longest=max(rhythm.longest, gap), cycle_longest=max(rhythm.cycle_longest, gap)
+    )
 
 
 def judged(policy: Policy, rhythm: Rhythm, silence: float) -> Rhythm:
@@ -144,10 +164,11 @@ def tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
     fiftieth of the limit within [2 s, base] (a 10 s trainer: 2 s, so a gap reads at most
     2 s long and the verdict comes at most 2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle
     job keeps ``base``: learning costs it nothing."""
-    if not policy.learning or now < rhythm.started + policy.warmup:
+    warm_end = warm_until(policy, rhythm)
+    if not policy.learning or now < warm_end:
         return base
     if rhythm.longest <= 0:
-        fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= rhythm.started + policy.warmup
+        fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_end
         return min(base, LEARN_PERIOD_S) if fresh else base
     return min(base, max(LEARN_PERIOD_S, limit(policy, rhythm, now) / 50))
 
@@ -186,7 +207,7 @@ def pace(
 def limit(policy: Policy, rhythm: Rhythm, now: float) -> float:
     """The silence (in s) that is a hang at ``now``: the ceiling while learning is off, in
     the warm-up, or while no gap is known; else the learned limit. 0: detector off."""
-    if not policy.learning or rhythm.longest <= 0 or now < rhythm.started + policy.warmup:
+    if not policy.learning or rhythm.longest <= 0 or now < warm_until(policy, rhythm):
         return policy.ceiling
     return learned(policy, rhythm.longest)
 
@@ -210,13 +231,21 @@ def worth_saying(said: float | None, now_limit: float) -> bool:
 
 
 def simulate(
-    policy: Policy, intervals: Iterable[float], *, start_gap: float = 0.0, history_gap: float = 0.0
+    policy: Policy,
+    intervals: Iterable[float],
+    *,
+    start_gap: float = 0.0,
+    history_gap: float = 0.0,
+    progress_at: float | None = None,
 ) -> float | None:
     """A trainer that shows life after ``start_gap`` and then after each of ``intervals``
-    seconds, judged through :func:`observe` and :func:`limit` exactly as the watch judges
-    it: the first interval (from its start, in seconds) that would have been called a
-    hang, or None. For the tests and the README's claims; the gap is judged while open."""
+    seconds (its first progress at ``progress_at``, if any), judged through :func:`observe`
+    and :func:`limit` exactly as the watch judges it: the first interval (from its start, in
+    seconds) that would have been called a hang, or None. For the tests and the README's
+    claims; the gap is judged while open."""
     rhythm = begin(0.0, history_gap)
+    if progress_at is not None:
+        rhythm = progressed(rhythm, progress_at)
     now = start_gap
     rhythm = observe(policy, rhythm, now)
     elapsed = now
@@ -225,7 +254,7 @@ def simulate(
         # gap is open) is reached before the next sign of life comes.
         due = limit(policy, rhythm, now + gap)
         if policy.on and gap >= due:
-            judged_from = rhythm.started + policy.warmup if due != policy.ceiling else 0.0
+            judged_from = warm_until(policy, rhythm) if due != policy.ceiling else 0.0
             return max(elapsed + due, judged_from)
         now += gap
         elapsed = now

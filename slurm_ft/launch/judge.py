@@ -83,7 +83,8 @@ class JobJudge:
             self.iterations.start()
 
     def new_cycle(self) -> None:
-        """A cycle's workers start: its warm-up begins; the gaps learned so far are kept."""
+        """A cycle's workers start: its warm-up begins (until ``--hang-initial-timeout`` or
+        its first progress); the gaps learned so far are kept."""
         if self.iterations is not None:
             self.iterations.restart()
         now = self.ticks()
@@ -137,8 +138,9 @@ class JobJudge:
         if self.fresh:  # the cycle's first look: its watch began ``own`` ago
             self.fresh = False
             self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest)
+        self._note_progress()
         rhythm = self.silence_rhythm
-        learning = policy.learning and now >= rhythm.started + policy.warmup
+        learning = policy.learning and now >= hanglearn.warm_until(policy, rhythm)
         # The peers matter only once node 0's own workers were quiet long enough for a gap
         # to count (the job's gaps are those of all its nodes together; while node 0's
         # workers write, the job's quiet is at most theirs): one store read a tick then.
@@ -183,6 +185,22 @@ class JobJudge:
             return stalled
         return None
 
+    def _note_progress(self) -> None:
+        """The cycle's first progress ends its warm-up (:func:`hanglearn.progressed`); the
+        launcher log says when, since the learned limits apply from there."""
+        first = self.iterations.progressed() if self.iterations is not None else None
+        if first is None or first >= self.silence_rhythm.progressed:
+            return
+        before = hanglearn.warm_until(self.learn_silence, self.silence_rhythm)
+        moved = hanglearn.progressed(self.silence_rhythm, first)
+        if moved == self.silence_rhythm:  # before this cycle's watch began
+            return
+        self.silence_rhythm = moved
+        self.iteration_rhythm = hanglearn.progressed(self.iteration_rhythm, first)
+        if first < before and (self.learn_silence.learning or self.learn_iteration.learning):
+            took = first - self.silence_rhythm.started
+            self.ev.event(f"warm-up over: the cycle's first progress came after {took:.1f}s")
+
     def _pace(self, now: float, own: float) -> None:
         """How often this node's workers are sampled and the loop wakes, while it learns."""
         policy, base = self.learn_silence, self.hangs.limits.period
@@ -220,7 +238,7 @@ class JobJudge:
         self, what: str, policy: hanglearn.Policy, rhythm: hanglearn.Rhythm, now: float, name: str
     ) -> None:
         """The launcher log says a learned limit when it is first learned and when it moves."""
-        if rhythm.longest <= 0 or now < rhythm.started + policy.warmup:
+        if rhythm.longest <= 0 or now < hanglearn.warm_until(policy, rhythm):
             return
         value = hanglearn.limit(policy, rhythm, now)
         if hanglearn.worth_saying(self.said[what], value):

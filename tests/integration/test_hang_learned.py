@@ -131,3 +131,25 @@ def test_an_iteration_that_stops_moving_is_found_at_its_learned_timeout(tmp_path
     assert "iteration hang timeout: learned " in job.node(0).err()
     ledger = json.loads((job.state / "ledger.json").read_text())
     assert ledger["cycles"][0]["iteration_gap"] is not None, ledger["cycles"][0]
+
+
+@pytest.mark.timeout(150)
+def test_the_warm_up_ends_at_the_first_progress_so_a_young_cycle_s_hang_is_found_early(tmp_path):
+    """With the default 600 s --hang-initial-timeout a cycle of a job that restarts every few
+    minutes never left its warm-up, and every hang waited for --hang-timeout. With a progress
+    source the warm-up ends at the cycle's first progress: a hang 4 s into the cycle is
+    found at a learned timeout, far below --hang-timeout 60."""
+    it = tmp_path / "iteration.txt"
+    launcher = [
+        *["--hang-timeout", "60", "--hang-learned-floor", "2"],
+        *["--checkpoint-iteration-file", str(it), "--max-no-progress-cycles", "5"],
+    ]
+    worker = ["hang", "--every", "0.2", "--steps", "20", "--iteration-file", str(it)]
+    job = run(tmp_path, launcher, worker, 120)
+    f = job.cycle_record(0)["first_failure"]
+    assert f["kind"] == "hang" and "learned" in f["detail"], f
+    found = re.search(r"(?:wrote anything|at 20) for ([0-9.]+)s", f["detail"])
+    assert found is not None and float(found.group(1)) < 30, f["detail"]
+    err = job.node(0).err()
+    assert "warm-up over: the cycle's first progress came after " in err, err
+    assert job.cycle_record(1)["outcome"] == "succeeded"

@@ -143,6 +143,34 @@ def test_start_up_longer_than_the_warm_up_is_a_hang_once_a_gap_is_known() -> Non
     assert hanglearn.simulate(DEFAULT, [900.0], start_gap=30.0, history_gap=1.0) == 600.0
 
 
+def test_the_warm_up_ends_at_the_cycle_s_first_progress() -> None:
+    """A 1 s trainer that restarts every few minutes: with a progress source its warm-up
+    ends at the cycle's first checkpoint past the resumed step (40 s here), so a hang 60 s
+    into the cycle is found at the learned 20 s, not at --hang-timeout (it used to wait for
+    the 600 s warm-up, which such a job never leaves)."""
+    lines = [*steady(1.0, 60), 3600.0]
+    assert hanglearn.simulate(DEFAULT, lines, start_gap=30.0, history_gap=1.0) == 600.0
+    found = hanglearn.simulate(DEFAULT, lines, start_gap=30.0, history_gap=1.0, progress_at=40.0)
+    assert found == 110.0  # the last line at 90 s, then the learned 7 x 1 s within its 20 s floor
+    # Without a history the first gaps after the progress teach the limit.
+    assert hanglearn.simulate(DEFAULT, lines, start_gap=30.0, progress_at=40.0) == 110.0
+    # A compilation before the first progress is judged by the ceiling alone (within the
+    # --hang-initial-timeout, which still bounds the warm-up).
+    compiled = hanglearn.simulate(DEFAULT, [500.0, 1.0], start_gap=30.0, history_gap=1.0, progress_at=531.0)
+    assert compiled is None
+
+
+def test_progressed_only_moves_the_warm_up_s_end_earlier_and_within_the_cycle() -> None:
+    policy = Policy(7.0, 20.0, 1800.0, 600.0)
+    r = hanglearn.begin(100.0, 2.0)
+    assert hanglearn.warm_until(policy, r) == 700.0
+    r = hanglearn.progressed(r, 150.0)
+    assert hanglearn.warm_until(policy, r) == 150.0
+    assert hanglearn.progressed(r, 160.0) == r  # a later move is not the first
+    assert hanglearn.progressed(hanglearn.begin(100.0, 2.0), 50.0).progressed == math.inf  # before the cycle
+    assert hanglearn.warm_until(policy, hanglearn.progressed(hanglearn.begin(0.0, 0.0), 900.0)) == 600.0
+
+
 def test_the_first_cycle_knows_no_gap_until_after_its_warm_up() -> None:
     """Without a history the fixed timeout rules the warm-up and the first gap after it."""
     assert hanglearn.simulate(DEFAULT, [700.0, 1700.0], start_gap=30.0) is None

@@ -38,3 +38,38 @@ def test_the_watch_reports_every_move_once(tmp_path: Path) -> None:
         watch.stop()
         watch.join(5)
     assert seen == [(1, "a"), (2, "b")]
+
+
+def test_the_cycle_s_first_progress_is_a_step_past_its_first_reading() -> None:
+    """The first reading of a cycle is the step it resumed from (a checkpoint the last cycle
+    left just before it ended may be read only now): it never counts as progress; a later
+    step does, once, and a new cycle waits for its own."""
+    readings = [None, (100, "old"), (100, "again"), (125, "new"), (150, "newer")]
+    taken: list[int] = []
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    def read() -> tuple[int, str | None] | None:
+        with lock:
+            if len(taken) == 2:
+                gate.wait(5)  # hold the watch here until the test has looked
+            taken.append(1)
+            return readings[min(len(taken), len(readings)) - 1]
+
+    watch = hang.IterationWatch(read, 0.01)
+    watch.restart()
+    watch.start()
+    try:
+        wait_until(lambda: len(taken) >= 2, 5, message="two readings")
+        assert watch.progressed() is None  # unreadable, 100, then a new mark at the same step
+        gate.set()
+        wait_until(lambda: watch.progressed() is not None, 5, message="the first progress")
+        first = watch.progressed()
+        wait_until(lambda: len(taken) >= 6, 5, message="more readings")
+        assert watch.progressed() == first  # the first one, not the latest
+        watch.restart()
+        assert watch.progressed() is None
+    finally:
+        watch.stop()
+        gate.set()
+        watch.join(5)
