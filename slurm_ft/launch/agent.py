@@ -378,6 +378,8 @@ class Agent:
         if self.seams.reap_orphans:
             wk.kill_orphans(os.getpid())
         self.threads.stop()
+        if self.coordinator is not None:
+            self.coordinator.close()
         privatefiles.remove_tree(self._run_dir)
         if self.member is not None:
             self.member.close()

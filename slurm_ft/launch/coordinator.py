@@ -338,7 +338,9 @@ class Coordinator:
     # ------------------------------------------------------------------ watch
 
     def watch_job(self, threads: BackgroundSet, hangs: hang.NodeWatch) -> None:
-        """Once the background threads run: the judge of the job as a whole."""
+        """Once the background threads run: the judge of the job as a whole (a successor's
+        replaces the one of the epoch before, whose progress watch ends)."""
+        self.close()
         self.threads = threads
         history = self.tracker.learned_gaps() if self.tracker is not None else (0.0, 0.0)
         add_line = self.books.io.add_line
@@ -348,6 +350,11 @@ class Coordinator:
 
     def judge(self, i: int) -> Failure | None:
         return self.jury.judge(i, self.nodes) if self.jury is not None else None
+
+    def close(self) -> None:
+        """The judge's progress watch (a thread that reads the progress source) ends."""
+        if self.jury is not None:
+            self.jury.stop()
 
     # ------------------------------------------------------------------ stop + end
 
