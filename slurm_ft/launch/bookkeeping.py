@@ -331,10 +331,16 @@ class Bookkeeper:
         return detail
 
     def peers_unhealthy(self, pairs: list[tuple[str, str]], now: float) -> None:
-        """Node 0 records the nodes that reported themselves unhealthy, on their behalf."""
+        """Node 0 records the nodes that reported themselves unhealthy, on their behalf: a
+        node whose own state dir failed it leaves no record. One that wrote its own record
+        of the same finding keeps it (it holds the whole health report)."""
         for node, detail in pairs:
-            if node != self.job.node_name:
-                self.io.write_json(
-                    self.state.unhealthy_record(node),
-                    {"node": node, "reason": detail, "time": now, "reported_by": self.job.node_name},
-                )
+            if node == self.job.node_name:
+                continue
+            path = self.state.unhealthy_record(node)
+            own = self.io.read_json(path)
+            if own is not None and own.get("reason") == detail and "reported_by" not in own:
+                continue
+            self.io.write_json(
+                path, {"node": node, "reason": detail, "time": now, "reported_by": self.job.node_name}
+            )

@@ -124,7 +124,10 @@ def test_a_gpu_fault_while_training_ends_the_cycle_unhealthy_and_the_attempt_wit
         assert (out["exit_code"], out["outcome"], out["unhealthy_nodes"]) == (94, "unhealthy", ["node1"]), out
         assert out["reason"] == f"unhealthy: node1: {detail}"
         record = json.loads((job.state / "unhealthy" / "node1.json").read_text())
-        assert record["reason"] == detail  # (node 0's copy, on its behalf, in this shared state dir)
+        # node1's own record, with its whole report: node 0 writes one on a node's behalf
+        # only where the node left none of this finding (its state dir failed it).
+        assert record["reason"] == detail and "reported_by" not in record, record
+        assert record["report"]["healthy"] is False, record
         assert "node unhealthy while training: " + detail in job.node(1).err()
         assert "health checks while training: gpu every 0.5 s" in job.node(0).err()
         assert {s["restart"] for s in starts(tmp_path)} == {0}, "no worker started on a bad node again"
