@@ -446,12 +446,11 @@ class IterationWatch(threading.Thread):
                     self._value = value
                     self._changed = self._clock()
                     moved = True
-                if value is None:  # not there yet, or not readable: no mark to go past
-                    pass
-                elif self._resumed_at is None:
-                    self._resumed_at = value[0]
-                elif self._progressed is None and value[0] > self._resumed_at:
-                    self._progressed = self._clock()
+                if value is not None:  # None: not there yet, or unreadable: no mark to go past
+                    if self._resumed_at is None:
+                        self._resumed_at = value[0]
+                    elif self._progressed is None and value[0] > self._resumed_at:
+                        self._progressed = self._clock()
             if moved and value is not None and self._on_change is not None:
                 self._on_change(*value)
             self._stop_event.wait(self._period)
