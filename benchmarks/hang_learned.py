@@ -7,6 +7,7 @@ it on its own::
     python -m benchmarks.hang_learned --every 1 --runs 3
     python -m benchmarks.hang_learned --cpu 40
     python -m benchmarks.hang_learned --cpu 40 --nodes 2
+    python -m benchmarks.hang_learned --cpu 40 --applog
 
 Detection: 2 simulated nodes x 2 workers print a line every ``--every`` s for
 ``--steps`` steps (``--print-ranks 0``: only rank 0, on node 0, prints), then every rank
@@ -18,6 +19,8 @@ CPU: one node (``--nodes``: node 0 of that many), 2 workers each printing a line
 for ``--cpu`` s, the launcher's own CPU (its threads' schedstat, ns) with learning on
 (default) and off (``--hang-safety-factor 0``), side by side. Node 0 of several nodes is
 the one that learns, and the one with a peer monitor whose wakes can take its samples.
+The workers inherit the launcher's streams (the launcher samples their byte counts), or
+with ``--applog`` write to the cycle log (the launcher reads every line and times it).
 """
 
 from __future__ import annotations
@@ -68,10 +71,14 @@ def launcher_cpu_ns(pid: int) -> int:
     return total
 
 
-def cpu_run(seconds: float, learning: bool, tmp: Path, idle: bool = False, nodes: int = 1) -> float:
+def cpu_run(
+    seconds: float, learning: bool, tmp: Path, idle: bool = False, nodes: int = 1, applog: bool = False
+) -> float:
     """Percent of one core node 0's launcher used over the steady middle of the run
-    (``idle``: the workers write nothing, one line at the end)."""
+    (``idle``: the workers write nothing, one line at the end; ``applog``: a cycle log)."""
     extra = [] if learning else ["--hang-safety-factor", "0"]
+    if applog:
+        extra += ["--applog-prefix", str(tmp / "logs" / "job.log")]
     steps = int(seconds)
     rhythm = ["--every", f"{seconds:g}", "--steps", "1"] if idle else ["--every", "1", "--steps", str(steps)]
     job = SimJob(tmp, nodes, [*BASE, "--hang-initial-timeout", "2", *extra], [str(WORKER), "finish", *rhythm])
@@ -97,17 +104,19 @@ def main() -> int:
     p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
     p.add_argument("--idle", action="store_true", help="with --cpu: the workers write nothing")
     p.add_argument("--nodes", type=int, default=1, help="with --cpu: simulated nodes (node 0 measured)")
+    p.add_argument("--applog", action="store_true", help="with --cpu: the workers' lines go to a cycle log")
     a = p.parse_args()
     if a.cpu:
         rows = []
         for _ in range(a.runs):
             for learning in (True, False):
                 with tempfile.TemporaryDirectory() as d:
-                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle, a.nodes)))
+                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle, a.nodes, a.applog)))
         for learning in (True, False):
             values = [v for k, v in rows if k is learning]
             name = "learned (default)" if learning else "fixed (--hang-safety-factor 0)"
             what = "idle workers" if a.idle else "a line a second"
+            what += ", cycle log" if a.applog else ""
             where = f"node 0 of {a.nodes}" if a.nodes > 1 else "one node"
             shown = ", ".join(f"{v:.3f}" for v in values)
             print(

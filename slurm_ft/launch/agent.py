@@ -265,6 +265,7 @@ class Agent:
             first=first,
             io=self.books.io,
             standbys=self.standbys,
+            heard=self.hangs.arrivals.heard if self.hangs is not None else None,
         )
         self.books.node_processes(self.run, cycle, self.workers.processes())
         self.books.flush()

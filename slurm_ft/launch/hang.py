@@ -30,6 +30,7 @@ from pathlib import Path
 from slurm_ft import worker
 from slurm_ft.config import HangSettings
 from slurm_ft.launch import hanglearn
+from slurm_ft.launch.arrivals import ArrivalClock
 from slurm_ft.launch.workers.env import STACK_SIGNAL
 from slurm_ft.records import Failure, FailureKind
 from slurm_ft.settingsyntax import parse_section_timeouts
@@ -222,10 +223,17 @@ def process_state(pid: int) -> str | None:
 LIVES_KEPT = 32
 
 
+# A sign of life: when it was seen, and when the gap that ended there began (None: at the
+# sign before it; see :func:`hanglearn.observe`).
+Life = tuple[float, float | None]
+
+
 class NodeWatch:
     """This launcher's view of its workers in the current cycle: when they last wrote,
     and what their slots say (read by the main loop and, on node 0, sampled by the peer
-    monitor's thread: hence the lock)."""
+    monitor's thread: hence the lock). Output the log pipeline reads is timed exactly as
+    it arrives (:attr:`arrivals`, fed by its reader threads); the workers' byte counts are
+    sampled for the rest (output it does not capture, files they write)."""
 
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
@@ -244,8 +252,12 @@ class NodeWatch:
         self._slots: dict[int, mmap.mmap] = {}
         self._written: dict[int, int | None] = {}
         self._last_write = 0.0
+        self.arrivals = ArrivalClock(clock)
+        self._last_heard = -math.inf
+        self._heard_since_sample = False
+        self._exact = False
         self._noted = 0.0
-        self._lives: collections.deque[float] = collections.deque(maxlen=LIVES_KEPT)
+        self._lives: collections.deque[Life] = collections.deque(maxlen=LIVES_KEPT)
         self._next_sample = 0.0
         self._started = 0.0
         self._reported_silent = False
@@ -266,6 +278,9 @@ class NodeWatch:
             self._slots = slots
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
             self._last_write = self._started = self._noted = now
+            self._last_heard = -math.inf
+            self._heard_since_sample = self._exact = False
+            self.arrivals.restart()
             self._lives.clear()
             self._next_sample = now + self._every
             self._reported_silent = False
@@ -299,13 +314,19 @@ class NodeWatch:
         with self._lock:
             return self._clock() - self._sampled
 
-    def lives(self) -> list[float]:
+    def lives(self) -> list[Life]:
         """The signs of life noted since the last call, oldest first: node 0's judge learns
         the gaps between them, not only the time since the latest."""
         with self._lock:
             noted = list(self._lives)
             self._lives.clear()
         return noted
+
+    def exact(self) -> bool:
+        """Whether the latest signs of life were timed as they arrived (the log pipeline
+        read them): their gaps need no fine sampling."""
+        with self._lock:
+            return self._exact
 
     def end(self) -> None:
         with self._lock:
@@ -335,7 +356,7 @@ class NodeWatch:
 
     def _look(self, now: float, early: float) -> float:
         """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
-        s before); a new one is noted for :meth:`lives`. Under the lock."""
+        s before); new ones are noted for :meth:`lives`. Under the lock."""
         # The loop looks once a period, give or take a millisecond: with the next look due
         # a full period after this one, a look a hair early was skipped and the sample
         # lagged a whole period (hang latency 0.24 s or 0.43 s by chance); so the loop may
@@ -344,22 +365,42 @@ class NodeWatch:
         # second call), on which a 10 s trainer's gaps read 10.0 s. With samples of the
         # loop's in between (its wakes timed by the sign of life they wait for) a line
         # written a moment before such a wake was missed and the gap read 12 s.
+        heard = self.arrivals.take()
+        if heard is not None:
+            self._heard_since_sample = True
+            self._last_heard = heard.last
         if now >= self._next_sample - early:
             self._next_sample = now + self._every
+            moved = False
             for rank, pid in self._pids.items():
                 count = bytes_written(pid)
                 if count is not None and count != self._written.get(rank):
                     self._written[rank] = count
-                    self._last_write = now
-        latest = self._last_write
+                    moved = True
+            # Bytes that moved while the pipes carried output are taken for that output
+            # (timed exactly, not at this sample); a file written beside it goes unseen for
+            # at most one sample period.
+            if moved and not self._heard_since_sample:
+                self._last_write = now
+            self._heard_since_sample = False
+        sampled = self._last_write
         for view in self._slots.values():
             slot = worker.read_slot(view)
             if slot is not None:
-                latest = max(latest, slot.heartbeat, slot.section_start, slot.section_end)
-        if latest > self._noted + hanglearn.SAME_LIFE_S:
-            self._noted = latest
-            self._lives.append(latest)
-        return latest
+                sampled = max(sampled, slot.heartbeat, slot.section_start, slot.section_end)
+        if heard is not None:
+            self._exact = True
+            if heard.gap > 0:
+                self._lives.append((heard.gap_began + heard.gap, heard.gap_began))
+            if heard.last > self._noted:
+                self._noted = heard.last
+                self._lives.append((heard.last, heard.last))
+        if sampled > self._noted + hanglearn.SAME_LIFE_S:
+            self._noted = sampled
+            self._lives.append((sampled, None))
+            if heard is None:  # a sign the pipes did not carry: its gaps need sampling
+                self._exact = False
+        return max(sampled, self._last_heard)
 
     def silence_report(self) -> str | None:
         """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just

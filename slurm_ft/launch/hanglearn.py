@@ -25,27 +25,33 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 # Why 7 and 20 s (docs/guides/hangs.md, "Why 7 and 20 s"). Detection: a hang is to be found
-# within max(30 s, 10 x the trainer's interval g) for g = 1 s, 10 s, 60 s. Gaps are read at
-# node 0's tick (:func:`tick`: 2 s, 2 s, 5 s for those), so a gap g reads as at most g + tick,
-# and the verdict comes up to one tick late, plus up to a peer's sampling period (5 s) when a
-# peer wrote last. Worst cases: max(20, 7 x 3) + 2 + 5 = 28 <= 30, 7 x 12 + 2 + 5 = 91 <= 100,
-# 7 x 65 + 5 + 5 = 465 <= 600. 8 misses two of them (8 x 3 + 7 = 31, 8 x 12 + 7 = 103): 7 is
-# the largest whole factor that meets all three, and the largest factor leaves the most room
-# for a job's own slowness. The floor: at most 30 - 7 = 23 s (the 1 s goal); 20 s leaves 2 s
-# for a loaded machine and covers, from its first time after the warm-up, a step 10x slower
-# than usual for any trainer with steps below 2 s (a 10x step of a trainer with 3 s steps or
-# more is 30 s or more of silence: at or past the detection goal itself, no setting meets
-# both), a garbage-collection pause, a data-loader refill, a silent validation pass or
-# checkpoint save under 20 s. Measured: benchmarks.hang_learned, benchmarks.hang_false_alarms.
+# within max(30 s, 10 x the trainer's interval g) for g = 1 s, 10 s, 60 s. Lines the log
+# pipeline reads are timed exactly (``arrivals``): a gap g reads g, and once node 0's own
+# workers are quiet node 0 looks every 2 s (:func:`pace`), so the verdict comes up to 2 s
+# late, plus up to 2 s more when a peer wrote last (its report is timed from node 0's read):
+# max(20, 7 x 1) + 4 = 24 <= 30, 7 x 10 + 4 = 74 <= 100, 7 x 60 + 4 = 424 <= 600. Signs it can
+# only sample (output it does not capture, files) are read at node 0's tick (:func:`tick`: 2
+# s, 2 s, 5 s for those), so a gap g reads as at most g + tick, and the verdict comes up to
+# one tick late, plus up to a peer's sampling period (5 s) when a peer wrote last: max(20, 7 x
+# 3) + 2 + 5 = 28 <= 30, 7 x 12 + 2 + 5 = 91 <= 100, 7 x 65 + 5 + 5 = 465 <= 600. 8 misses two
+# of those (8 x 3 + 7 = 31, 8 x 12 + 7 = 103): 7 is the largest whole factor that meets all of
+# them, and the largest factor leaves the most room for a job's own slowness. The floor: at
+# most 30 - 7 = 23 s (the 1 s goal); 20 s leaves 2 s for a loaded machine and covers, from its
+# first time after the warm-up, a step 10x slower than usual for any trainer with steps below
+# 2 s (a 10x step of a trainer with 3 s steps or more is 30 s or more of silence: at or past
+# the detection goal itself, no setting meets both), a garbage-collection pause, a data-loader
+# refill, a silent validation pass or checkpoint save under 20 s. Measured:
+# benchmarks.hang_learned, benchmarks.hang_false_alarms.
 DEFAULT_FACTOR = 7.0
 DEFAULT_FLOOR_S = 20.0
 DEFAULT_WARMUP_S = 600.0
-# The finest sampling of node 0's workers while it learns (see :func:`tick`): gaps read to
-# 2 s. A tick of the watch loop is a look at the store and the workers (about 0.45 ms of CPU
-# on a loaded 2-core machine): 1 s cost an active job's launcher four times its CPU; 2 s still
-# meets the goal (7 x 2 < 20, 20 + 2 + 5 < 30). Where another thread wakes that often anyway
-# (node 0's peer monitor), the samples are taken there and the loop keeps its fixed period
-# (see :func:`pace`).
+# The finest sampling of node 0's workers while it learns from signs it can only sample
+# (see :func:`tick`): gaps read to 2 s. A tick of the watch loop is a look at the store and
+# the workers (about 0.45 ms of CPU on a loaded 2-core machine, most of it the wake itself:
+# caches refilled after the sleep): 1 s cost an active job's launcher four times its CPU;
+# 2 s still meets the goal (7 x 2 < 20, 20 + 2 + 5 < 30). Where another thread wakes that
+# often anyway (node 0's peer monitor), the samples are taken there and the loop keeps its
+# fixed period (see :func:`pace`); lines the log pipeline reads need no sampling at all.
 LEARN_PERIOD_S = 2.0
 # A sign of life read again through another clock reading moves by microseconds: the
 # same sign, not a gap.
@@ -121,14 +127,19 @@ def begin(started: float, history: float) -> Rhythm:
     return Rhythm(started, started, max(0.0, history), 0.0)
 
 
-def observe(policy: Policy, rhythm: Rhythm, life: float) -> Rhythm:
-    """The rhythm after a look that found the latest sign of life at ``life`` (a time on
-    the same clock as ``started``). A gap counts once it ended, and only when it began
-    after the warm-up (after a sign of life, not at the start)."""
+def observe(policy: Policy, rhythm: Rhythm, life: float, since: float | None = None) -> Rhythm:
+    """The rhythm after a look that found a sign of life at ``life`` (a time on the same
+    clock as ``started``), the gap before it having begun at ``since``: by default the
+    latest sign known (sampled signs), later where signs came in between, none of them
+    further apart (the log pipeline's exact arrivals: the longest gap of a look's
+    window). A gap counts once it ended, and only when it began after the warm-up (after
+    a sign of life, not at the start)."""
     if life <= rhythm.last_life + SAME_LIFE_S:
         return rhythm
-    gap = life - rhythm.last_life
-    learnable = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_until(policy, rhythm)
+    # A sampled sign inside an exact gap is timed late (at the sample): the whole gap counts.
+    began = rhythm.last_life if since is None else since
+    gap = life - began
+    learnable = began > rhythm.started and began >= warm_until(policy, rhythm)
     if not learnable:
         return replace(rhythm, last_life=life)
     return replace(
@@ -157,15 +168,18 @@ def learned(policy: Policy, longest: float) -> float:
     return min(policy.ceiling, max(least, policy.factor * longest))
 
 
-def tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
+def tick(policy: Policy, rhythm: Rhythm, now: float, base: float, exact: bool = False) -> float:
     """How often node 0 samples its own workers: ``base`` (the fixed timeouts' period) in
-    the warm-up, with learning off, and while nothing is pending; 2 s from the first sign
-    of life after the warm-up until a gap is known (the first gaps set the limit); then a
-    fiftieth of the limit within [2 s, base] (a 10 s trainer: 2 s, so a gap reads at most
-    2 s long and the verdict comes at most 2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle
-    job keeps ``base``: learning costs it nothing."""
+    the warm-up, with learning off, while nothing is pending, and while the signs of life
+    come ``exact`` (the log pipeline times every line: gaps are read to the microsecond
+    whatever the pace); else, for signs it can only sample (output it does not capture,
+    files, heart-beats), 2 s from the first sign of life after the warm-up until a gap is
+    known (the first gaps set the limit), then a fiftieth of the limit within [2 s, base]
+    (a 10 s trainer: 2 s, so a gap reads at most 2 s long and the verdict comes at most
+    2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle job keeps ``base``: learning costs
+    it nothing."""
     warm_end = warm_until(policy, rhythm)
-    if not policy.learning or now < warm_end:
+    if exact or not policy.learning or now < warm_end:
         return base
     if rhythm.longest <= 0:
         fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_end
@@ -184,7 +198,13 @@ class Pace:
 
 
 def pace(
-    policy: Policy, sample_every: float, base: float, own_quiet: float, sampler: float | None, due: float
+    policy: Policy,
+    sample_every: float,
+    base: float,
+    own_quiet: float,
+    sampler: float | None,
+    due: float,
+    exact: bool = False,
 ) -> Pace:
     """Node 0's pace for workers sampled every ``sample_every`` s (:func:`tick`). Without a
     ``sampler`` (a thread that wakes every ``sampler`` s anyway: node 0's peer monitor)
@@ -194,14 +214,25 @@ def pace(
     and no verdict can come while node 0's own workers were quiet for less than
     ``report_after`` (every limit lies above it, :func:`learned`): the loop keeps ``base``
     until that quiet is reached, then wakes every ``sample_every`` to read the peers'
-    reports and time the verdict as without a sampler. ``due``: seconds until another limit
-    (the iteration detector's) expires; the loop wakes by then too."""
+    reports and time the verdict as without a sampler. ``exact`` (past the warm-up, the
+    signs of life timed by the log pipeline): nothing to sample, the loop keeps ``base``
+    and wakes every 2 s once that quiet is reached, so the verdict comes at most 2 s
+    late. ``due``: seconds until another limit (the iteration detector's) expires; the
+    loop wakes by then too."""
+    if exact:
+        return Pace(_look_every(policy, min(base, LEARN_PERIOD_S), base, own_quiet, due), base, False)
     if sampler is None or sampler > sample_every or sample_every >= base:
         return Pace(sample_every, sample_every, False)
+    return Pace(_look_every(policy, sample_every, base, own_quiet, due), sample_every, True)
+
+
+def _look_every(policy: Policy, fine: float, base: float, own_quiet: float, due: float) -> float:
+    """``base`` while node 0's own workers were quiet for less than ``report_after`` (no
+    verdict can come; ``due`` s at most), ``fine`` from then on."""
     until_reports = policy.report_after - own_quiet
     if until_reports <= 0:
-        return Pace(sample_every, sample_every, True)
-    return Pace(min(base, max(sample_every, min(until_reports, due))), sample_every, True)
+        return fine
+    return min(base, max(fine, min(until_reports, due)))
 
 
 def limit(policy: Policy, rhythm: Rhythm, now: float) -> float:

@@ -154,12 +154,12 @@ class JobJudge:
         else:
             quiet = []
         if policy.learning and (quiet or node0_runs):
-            for life in lives:  # this node's signs of life since the last look, in order
-                rhythm = hanglearn.observe(policy, rhythm, life)
+            for life, since in lives:  # this node's signs of life since the last look, in order
+                rhythm = hanglearn.observe(policy, rhythm, life, since)
             self.silence_rhythm = hanglearn.observe(policy, rhythm, now - min(quiet or [own]))
             self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
             if node0_runs:
-                self._pace(now, own)
+                self._pace(now, own, learning)
         if quiet:
             timeout = hanglearn.limit(policy, self.silence_rhythm, now)
             basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
@@ -201,14 +201,17 @@ class JobJudge:
             took = first - self.silence_rhythm.started
             self.ev.event(f"warm-up over: the cycle's first progress came after {took:.1f}s")
 
-    def _pace(self, now: float, own: float) -> None:
-        """How often this node's workers are sampled and the loop wakes, while it learns."""
+    def _pace(self, now: float, own: float, learning: bool) -> None:
+        """How often this node's workers are sampled and the loop wakes, while it learns
+        (``learning``: past the warm-up)."""
         policy, base = self.learn_silence, self.hangs.limits.period
-        every = hanglearn.tick(policy, self.silence_rhythm, now, base)
+        exact = self.hangs.exact()
+        every = hanglearn.tick(policy, self.silence_rhythm, now, base, exact)
         sampler = self.sampler
         if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
             sampler = None  # its store call is blocked: the loop samples again
-        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, self._iteration_due(now)))
+        due = self._iteration_due(now)
+        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact and learning))
 
     def _iteration_due(self, now: float) -> float:
         """Seconds until the iteration detector's limit expires (infinite: none)."""

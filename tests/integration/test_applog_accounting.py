@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
+from slurm_ft.launch.arrivals import ArrivalClock
 from slurm_ft.launch.output.applog import cycle_log_path
 from tests.integration.applog_support import (
     Workers,
@@ -189,3 +191,22 @@ def test_events_say_nothing_when_all_goes_well(tmp_path: Path, workers: Workers)
     log.close()
     assert path.read_bytes() == b"0: hello\n"
     assert read_events(tmp_path / "events.log") == []
+
+
+@pytest.mark.timeout(60)
+def test_every_chunk_read_is_timed_for_the_hang_watch(tmp_path: Path, workers: Workers) -> None:
+    """The reader threads time the output as it arrives: a worker's pause between two
+    lines is the clock's gap, to the reader's wake (no sampling period in it)."""
+    clock = ArrivalClock()
+    path = cycle_log_path(str(tmp_path / "job.log"), 0)
+    log, _ = new_applog(path, tmp_path / "events.log", heard=clock.heard)
+    script = "import time; print('a', flush=True); time.sleep(0.6); print('b', flush=True)"
+    _, read_fd = workers.spawn([sys.executable, "-c", script])
+    log.attach(0, 0, read_fd)
+    assert workers.wait_all(30) == [0]
+    log.close()
+    heard = clock.take()
+    assert heard is not None
+    assert 0.6 <= heard.gap < 5.0, heard
+    assert heard.last == pytest.approx(heard.gap_began + heard.gap)  # the pause was the last gap
+    assert by_rank(path.read_bytes()) == {0: [b"a", b"b"]}

@@ -47,6 +47,22 @@ def test_a_hang_is_found_within_the_goal(interval: float, tick: float, found_wit
     assert found - last_read + tick + PEER_PERIOD <= found_within, found - last_read
 
 
+# The same with the lines timed exactly by the log pipeline: a gap reads as it was, the
+# loop looks every 2 s once node 0's own workers are quiet (``pace``), and a peer's report
+# is timed from node 0's read of it (up to 2 s late).
+EXACT_LAG = 2.0 + 2.0
+
+
+@pytest.mark.parametrize(
+    ("interval", "found_within"), [(0.2, 30.0), (1.0, 30.0), (10.0, 100.0), (60.0, 600.0)]
+)
+def test_a_hang_in_exactly_timed_lines_is_found_within_the_goal(interval: float, found_within: float) -> None:
+    found = hanglearn.simulate(DEFAULT, [*steady(interval), math.inf], start_gap=START)
+    assert found is not None
+    last_line = START + sum(steady(interval))
+    assert found - last_line + EXACT_LAG <= found_within, found - last_line
+
+
 @pytest.mark.parametrize(
     ("rhythm", "now", "expected"),
     [
@@ -62,6 +78,10 @@ def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
     rhythm: Rhythm, now: float, expected: float
 ) -> None:
     assert hanglearn.tick(DEFAULT, rhythm, now, 5.0) == pytest.approx(expected)
+
+
+def test_exact_signs_need_no_fine_ticks() -> None:
+    assert hanglearn.tick(DEFAULT, Rhythm(0.0, 650.0, 1.0), 700.0, 5.0, exact=True) == 5.0
 
 
 PEERED = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, 0.0, peer_period=5.0)
@@ -87,6 +107,23 @@ def test_node_0_s_loop_wakes_finely_only_once_the_job_can_be_silent(
     got = hanglearn.pace(PEERED, sample_every, 5.0, own_quiet, sampler, due)
     assert (got.look, got.by_sampler) == (pytest.approx(expected[0]), expected[1])
     assert got.sample == sample_every
+
+
+@pytest.mark.parametrize(
+    ("own_quiet", "due", "expected_look"),
+    [
+        (0.5, math.inf, 5.0),  # lines flow: the fixed period, nothing sampled finely
+        (7.0, math.inf, 3.0),  # woken as node 0's own quiet reaches the report threshold
+        (10.0, math.inf, 2.0),  # quiet that long: a verdict can come, looks every 2 s
+        (0.5, 3.5, 3.5),  # woken when the iteration limit expires
+    ],
+)
+def test_with_exact_signs_the_loop_wakes_finely_only_once_the_job_can_be_silent(
+    own_quiet: float, due: float, expected_look: float
+) -> None:
+    for sampler in (None, 1.0):
+        got = hanglearn.pace(PEERED, 5.0, 5.0, own_quiet, sampler, due, exact=True)
+        assert got == hanglearn.Pace(pytest.approx(expected_look), 5.0, False)
 
 
 def test_no_learned_limit_expires_before_the_loop_wakes_finely() -> None:
@@ -239,6 +276,22 @@ def test_observe_learns_only_gaps_that_began_after_a_sign_of_life_past_the_warm_
     r = hanglearn.observe(policy, r, 15.0)  # no new life: nothing changes
     r = hanglearn.observe(policy, r, 14.0)  # an earlier estimate: nothing changes
     assert (r.last_life, r.longest, r.cycle_longest) == (15.0, 3.0, 3.0)
+
+
+def test_an_exact_gap_is_learned_from_where_it_began() -> None:
+    policy = Policy(7.0, 20.0, 1800.0, 10.0)
+    r = Rhythm(0.0, 20.0)
+    r = hanglearn.observe(policy, r, 31.0, since=29.0)  # lines until 29, the widest gap 2 s
+    assert (r.last_life, r.longest) == (31.0, 2.0)
+    r = hanglearn.observe(policy, r, 33.0, since=33.0)  # the window's last line: no gap
+    assert (r.last_life, r.longest) == (33.0, 2.0)
+    r = hanglearn.observe(policy, r, 40.0)  # a sampled sign: from the latest known
+    assert (r.last_life, r.longest) == (40.0, 7.0)
+    # A sampled sign inside an exact gap is timed late (at its sample): the whole gap counts.
+    r = hanglearn.observe(policy, r, 45.0, since=36.0)
+    assert (r.last_life, r.longest) == (45.0, 9.0)
+    r = hanglearn.observe(policy, Rhythm(0.0, 5.0), 12.0, since=8.0)  # began in the warm-up
+    assert (r.last_life, r.longest) == (12.0, 0.0)
 
 
 def test_a_history_counts_but_is_not_this_cycle_s_own() -> None:

@@ -1,12 +1,15 @@
 """NodeWatch samples its workers' writes at the watch's pace: a look that comes a hair
 before a full period since the last one still reads /proc (else a job-wide silence is
 seen one period late, by chance). On node 0, while it learns, the peer monitor's wakes
-take the fine samples and the loop keeps its fixed period; the gaps are learned as finely."""
+take the fine samples and the loop keeps its fixed period; the gaps are learned as finely.
+Output the log pipeline reads is timed as it arrives: its gaps are exact at any pace."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import pytest
 
 from slurm_ft.config import HangSettings
 from slurm_ft.launch import hang, hanglearn
@@ -67,8 +70,8 @@ def _busy_trainer_learned(tmp_path: Path, by_sampler: bool) -> hanglearn.Rhythm:
         watch.sample()
         if second % 5 == 0:  # the loop's look: the judge replays the signs of life noted
             quiet = watch.quiet()
-            for life in watch.lives():
-                rhythm = hanglearn.observe(policy, rhythm, life)
+            for life, since in watch.lives():
+                rhythm = hanglearn.observe(policy, rhythm, life, since)
             rhythm = hanglearn.observe(policy, rhythm, now[0] - quiet)
     watch.end()
     return rhythm
@@ -118,7 +121,7 @@ def test_signs_of_life_are_noted_once_each_in_order(tmp_path):
         watch.quiet()  # the same sign of life, looked at again
     now[0] += 1.0
     watch.quiet()  # no write since
-    assert watch.lives() == [101.0, 102.0, 103.0]
+    assert watch.lives() == [(101.0, None), (102.0, None), (103.0, None)]
     assert watch.lives() == []
     watch.end()
 
@@ -164,4 +167,97 @@ def test_while_the_monitor_samples_the_loop_only_reads_and_nothing_is_sampled_ea
     now[0] = 1004.8
     watch.quiet()
     assert taken == [1001.6, 1003.7, 1004.8]
+    watch.end()
+
+
+def _piped_trainer(
+    tmp_path: Path, lines: list[float], looks_every: float = 5.0
+) -> tuple[hanglearn.Rhythm, bool, float]:
+    """A trainer that writes a line at each of ``lines`` (seconds after the warm-up), read
+    by the log pipeline (its bytes move too, as a pipe's do), node 0's loop looking every
+    ``looks_every`` s: the gaps as the judge learns them, whether the watch found its signs
+    exact, and its quiet at the end."""
+    limits = hang.Limits.from_settings(HangSettings())
+    policy = limits.learn_silence
+    start = 1000.0
+    now = [start]
+    watch = hang.NodeWatch(limits, clock=lambda: now[0])
+    watch.begin(0, {0: os.getpid()}, {})
+    rhythm = hanglearn.begin(start - policy.warmup, 0.0)
+    end = start + lines[-1] + looks_every
+    looks = [start + k * looks_every for k in range(1, int((end - start) / looks_every) + 1)]
+    events = sorted([(start + t, "line") for t in lines] + [(t, "look") for t in looks])
+    quiet = 0.0
+    for at, kind in events:
+        now[0] = at
+        if kind == "line":
+            _write(tmp_path / "written")
+            watch.arrivals.heard()
+            continue
+        quiet = watch.quiet()
+        for life, since in watch.lives():
+            rhythm = hanglearn.observe(policy, rhythm, life, since)
+        rhythm = hanglearn.observe(policy, rhythm, at - quiet)
+    exact = watch.exact()
+    watch.end()
+    return rhythm, exact, quiet
+
+
+def test_lines_the_pipeline_reads_teach_their_exact_gaps_at_the_loop_s_fixed_pace(tmp_path):
+    # A line a second for a minute, one gap of 3.7 s: read 3.7 s at 5 s looks, where the
+    # byte counts sampled at that pace read 5 s (35 s limit) and needed 2 s samples.
+    lines = [float(t) for t in range(1, 31)] + [33.7 + t for t in range(30)]
+    rhythm, exact, quiet = _piped_trainer(tmp_path, lines)
+    assert exact
+    assert rhythm.longest == pytest.approx(3.7)
+    assert quiet == pytest.approx(5.0 - (62.7 - 60.0), abs=1e-9)  # since the last line, exactly
+
+
+def test_a_ten_times_slower_step_is_learned_whole_though_it_spans_looks(tmp_path):
+    lines = [float(t) for t in range(1, 21)] + [30.0 + t for t in range(20)]
+    rhythm, _, _ = _piped_trainer(tmp_path, lines)
+    assert rhythm.longest == pytest.approx(10.0)
+
+
+def test_a_file_written_while_no_line_comes_is_sampled_and_the_pace_is_no_longer_exact(tmp_path):
+    limits = hang.Limits.from_settings(HangSettings())
+    now = [1000.0]
+    watch = hang.NodeWatch(limits, clock=lambda: now[0])
+    watch.begin(0, {0: os.getpid()}, {})
+    now[0] = 1001.0
+    _write(tmp_path / "written")
+    watch.arrivals.heard()
+    now[0] = 1005.0
+    assert watch.quiet() == pytest.approx(4.0)  # the line's time, not the sample's
+    assert watch.exact()
+    assert watch.lives() == [(1001.0, 1001.0)]  # the cycle's first line ends no gap
+    now[0] = 1007.0
+    _write(tmp_path / "written")  # a checkpoint: bytes, no line
+    now[0] = 1010.0
+    assert watch.quiet() == 0.0  # seen at the sample
+    assert not watch.exact()
+    assert watch.lives() == [(1010.0, None)]
+    now[0] = 1011.0
+    watch.arrivals.heard()
+    now[0] = 1015.0
+    watch.quiet()
+    # The lines' gap is taken whole (from 1001): the sampled sign in it is timed late.
+    assert watch.exact() and watch.lives() == [(1011.0, 1001.0), (1011.0, 1011.0)]
+    watch.end()
+
+
+def test_a_new_cycle_s_first_line_ends_no_gap(tmp_path):
+    limits = hang.Limits.from_settings(HangSettings())
+    now = [1000.0]
+    watch = hang.NodeWatch(limits, clock=lambda: now[0])
+    watch.begin(0, {0: 1234}, {})
+    watch.arrivals.heard()
+    watch.end()
+    now[0] = 1100.0
+    watch.begin(1, {0: 1234}, {})
+    now[0] = 1101.0
+    watch.arrivals.heard()
+    now[0] = 1105.0
+    watch.quiet()
+    assert watch.lives() == [(1101.0, 1101.0)]
     watch.end()

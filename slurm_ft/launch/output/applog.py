@@ -43,7 +43,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -402,10 +402,13 @@ class AppLog:
         tee_queue_bytes: int = DEFAULT_TEE_QUEUE_BYTES,
         stall_after: float = DEFAULT_STALL_AFTER,
         scribe: bool | None = None,
+        heard: Callable[[], None] | None = None,
     ) -> None:
         """``scribe``: write the files through a scribe child (see ``scribed.py``); None:
         for files off local disks (``slurm_ft.health.storage.off_local_disk``). ``stall_after``: a
-        write of that child unfinished for this long means its mount stopped answering."""
+        write of that child unfinished for this long means its mount stopped answering.
+        ``heard``: called by a reader thread for every chunk it read (the hang watch times
+        the workers' output there: ``launch/arrivals.py``)."""
         self.path = path
         self.rank_width = rank_width
         self.line_cap = line_cap
@@ -425,6 +428,7 @@ class AppLog:
         # Readable once close() was called: wakes readers waiting on a quiet pipe.
         self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
         self.stall_after = stall_after
+        self._heard = heard
         self._use_scribe = scribe
         self._scribe: Scribe | None = None
         self._scribed: dict[int, ScribedFile] = {}
@@ -544,6 +548,7 @@ class AppLog:
         poller.register(self._closing_r, select.POLLIN)
         closing_seen = False
         framer = stream.framer
+        heard = self._heard
         try:
             while True:
                 try:
@@ -567,6 +572,8 @@ class AppLog:
                 if not data:
                     self._end(stream)
                     return
+                if heard is not None:
+                    heard()
                 if stream.rank_file is not None:
                     stream.rank_file.write(data)
                 stream.tail.feed(data)

@@ -37,7 +37,11 @@ TRACEBACK_WAIT_S = 0.5
 
 
 def _open_applog(
-    cfg: AgentConfig, cycle: int, events: EventLog, rules: streams.OutputRules
+    cfg: AgentConfig,
+    cycle: int,
+    events: EventLog,
+    rules: streams.OutputRules,
+    heard: Callable[[], None] | None,
 ) -> applog_mod.AppLog | None:
     s = cfg.settings.applog
     if not s.prefix and not s.tee and not rules.rank_files:
@@ -56,6 +60,7 @@ def _open_applog(
         tee_local_ranks=frozenset(s.local_ranks_filter) if s.local_ranks_filter is not None else None,
         events=events,
         stall_after=cfg.settings.launch.write_timeout,
+        heard=heard,
     )
 
 
@@ -160,10 +165,12 @@ class CycleWorkers:
         first: bool = False,
         io: StateIO | None = None,
         standbys: StandbyPool | None = None,
+        heard: Callable[[], None] | None = None,
     ) -> CycleWorkers:
         """Spawn the node's workers, from ``standbys`` where they match; a spawn never
         leaves half a group or an open log behind. ``first``: this launcher's first workers
-        (what a kernel without pidfds changes is said then, once)."""
+        (what a kernel without pidfds changes is said then, once). ``heard``: called for
+        every chunk of output the cycle log reads (the hang watch's clock)."""
         topo = cfg.topo
         events.event(
             f"cycle {cycle} (restart {i}/{cfg.settings.launch.max_restarts}): starting {topo.nproc_per_node} "
@@ -174,7 +181,7 @@ class CycleWorkers:
         files = {rank: _fresh_files(job, rank) for rank in cfg.topo.ranks}
         specs = _specs(cfg, job, i, cycle, d, io)
         rules = streams.rules_for(cfg.settings.applog)
-        app = _open_applog(cfg, cycle, events, rules)
+        app = _open_applog(cfg, cycle, events, rules, heard)
         outs: dict[int, int | None] = {}
         errs: dict[int, int | None] = {}
         log_dir = cfg.settings.applog.log_dir
