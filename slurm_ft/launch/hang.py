@@ -3,8 +3,9 @@
 Three families, each off when its timeout is 0 (settings ``hang.*``):
 
 * **silence** — no worker of the whole job wrote anything for ``hang.timeout`` seconds.
-  Each launcher measures its own workers (the bytes they write, from ``/proc/<pid>/io``:
-  their output and any file they write), peers report "quiet for S seconds" with their
+  Each launcher measures its own workers (the output its log pipeline reads, timed as it
+  arrives; the bytes they write, from ``/proc/<pid>/io``: output it does not capture and
+  any file they write), peers report "quiet for S seconds" with their
   heart-beat, and the coordinator judges the job as a whole: one rank that never prints
   is not a hang while others do.
 * **iteration** — the checkpoint iteration did not advance for ``hang.iteration_timeout``.
