@@ -5,8 +5,8 @@ per pipe, ``output/applog.py``). A clock read there, under a lock nobody else ho
 long, times every line to the microsecond at no extra wake. Sampling the workers' byte
 counts instead reads a gap only to the sampling period, so node 0 had to sample every 2 s
 while it learned a fast trainer's rhythm, and each such wake costs a sleeping launcher
-about as much as its whole fixed-period watch (``docs/guides/hangs.md``, "What learning
-costs"). Output the launcher does not capture (no cycle log, no echo: the workers inherit
+about as much as its whole fixed-period watch (``docs/guides/hangs.md``, "Measured:
+launcher CPU"). Output the launcher does not capture (no cycle log, no echo: the workers inherit
 its streams) is not seen here; sampling stays the watch's way for it.
 """
 

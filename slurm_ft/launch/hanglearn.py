@@ -168,18 +168,17 @@ def learned(policy: Policy, longest: float) -> float:
     return min(policy.ceiling, max(least, policy.factor * longest))
 
 
-def tick(policy: Policy, rhythm: Rhythm, now: float, base: float, exact: bool = False) -> float:
-    """How often node 0 samples its own workers: ``base`` (the fixed timeouts' period) in
-    the warm-up, with learning off, while nothing is pending, and while the signs of life
-    come ``exact`` (the log pipeline times every line: gaps are read to the microsecond
-    whatever the pace); else, for signs it can only sample (output it does not capture,
-    files, heart-beats), 2 s from the first sign of life after the warm-up until a gap is
-    known (the first gaps set the limit), then a fiftieth of the limit within [2 s, base]
-    (a 10 s trainer: 2 s, so a gap reads at most 2 s long and the verdict comes at most
-    2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle job keeps ``base``: learning costs
-    it nothing."""
+def tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
+    """How often node 0 samples its own workers' signs it can only sample (output it does
+    not capture, files, heart-beats; lines the log pipeline times need none, see
+    :func:`pace`): ``base`` (the fixed timeouts' period) in the warm-up, with learning off,
+    and while nothing is pending; 2 s from the first sign of life after the warm-up until a
+    gap is known (the first gaps set the limit); then a fiftieth of the limit within
+    [2 s, base] (a 10 s trainer: 2 s, so a gap reads at most 2 s long and the verdict comes
+    at most 2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle job keeps ``base``: learning
+    costs it nothing."""
     warm_end = warm_until(policy, rhythm)
-    if exact or not policy.learning or now < warm_end:
+    if not policy.learning or now < warm_end:
         return base
     if rhythm.longest <= 0:
         fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_end

@@ -205,13 +205,13 @@ class JobJudge:
         """How often this node's workers are sampled and the loop wakes, while it learns
         (``learning``: past the warm-up)."""
         policy, base = self.learn_silence, self.hangs.limits.period
-        exact = self.hangs.exact()
-        every = hanglearn.tick(policy, self.silence_rhythm, now, base, exact)
+        every = hanglearn.tick(policy, self.silence_rhythm, now, base)
         sampler = self.sampler
         if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
             sampler = None  # its store call is blocked: the loop samples again
         due = self._iteration_due(now)
-        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact and learning))
+        exact = learning and self.hangs.exact()
+        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact))
 
     def _iteration_due(self, now: float) -> float:
         """Seconds until the iteration detector's limit expires (infinite: none)."""

@@ -80,10 +80,6 @@ def test_node_0_ticks_finely_only_while_a_gap_is_being_learned(
     assert hanglearn.tick(DEFAULT, rhythm, now, 5.0) == pytest.approx(expected)
 
 
-def test_exact_signs_need_no_fine_ticks() -> None:
-    assert hanglearn.tick(DEFAULT, Rhythm(0.0, 650.0, 1.0), 700.0, 5.0, exact=True) == 5.0
-
-
 PEERED = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, 0.0, peer_period=5.0)
 
 
