@@ -108,9 +108,10 @@ def _state_dir(root: Path, log: Path) -> Path:
     return state.path
 
 
-def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one run. Output goes to a file, not /dev/null:
-    GNU grep stops at the first match when its output is /dev/null (even with -c).
+def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system, its children's
+    included: ``--collapse`` of a big file runs in two processes) of one run. Output goes
+    to a file, not /dev/null: GNU grep stops at the first match when its output is /dev/null (even with -c).
 
     Only ``grep`` may exit 1 (no match); slurm-ft-logs must exit 0, say nothing on stderr
     and write something: one that could not even import ``slurm_ft`` exits 1 at once with
@@ -124,7 +125,7 @@ def _run_rss(cmd: list[str], env: dict[str, str] | None, out: Path) -> tuple[flo
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     check_run(cmd, proc.returncode, err, out.stat().st_size)
-    return wall, int(usage.ru_maxrss)
+    return wall, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def check_run(cmd: list[str], returncode: int, err: bytes, out_size: int) -> None:
@@ -158,31 +159,39 @@ def measure(
     runs: int,
     env: dict[str, str] | None,
     per_rank_numbers: bool = False,
-) -> tuple[int, dict[str, list[float]], dict[str, int]]:
+) -> tuple[int, dict[str, list[float]], dict[str, int], dict[str, list[float]]]:
     log, out = work / "job_cycle0.log", work / "out"
     written = generate(log, size, per_rank_numbers=per_rank_numbers)
     state = _state_dir(work, log)
     cmds = commands(tool, state, log)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
     rss: dict[str, int] = {name: 0 for name in cmds}
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
     try:
         _run_rss(next(iter(cmds.values())), env, out)  # warm the page cache and the bytecode
         for _ in range(runs):
             for name, cmd in cmds.items():  # interleaved: a load spike hits every contender
-                wall, peak = _run_rss(cmd, env, out)
+                wall, peak, used = _run_rss(cmd, env, out)
                 walls[name].append(wall)
                 rss[name] = max(rss[name], peak)
+                cpu[name].append(used)
     finally:
         log.unlink(missing_ok=True)
         out.unlink(missing_ok=True)
-    return written, walls, rss
+    return written, walls, rss, cpu
+
+
+def _median(samples: list[float]) -> float:
+    return sorted(samples)[len(samples) // 2]
 
 
 def _mb_s(size: int, walls: list[float]) -> Summary:
     return summarize([size / w / 1e6 for w in walls])
 
 
-def rows(size: int, walls: dict[str, list[float]], rss: dict[str, int]) -> list[Row]:
+def rows(
+    size: int, walls: dict[str, list[float]], rss: dict[str, int], cpu: dict[str, list[float]]
+) -> list[Row]:
     grep_name = f"grep -F '{GREP_TEXT}'"
     reference = _mb_s(size, walls[grep_name])
     out = []
@@ -197,7 +206,10 @@ def rows(size: int, walls: dict[str, list[float]], rss: dict[str, int]) -> list[
                 "MB/s",
                 _mb_s(size, samples),
                 targets=targets,
-                note=f"peak RSS {rss[name] / 1024:.0f} MiB (grep -F: {rss[grep_name] / 1024:.0f} MiB)",
+                note=(
+                    f"peak RSS {rss[name] / 1024:.0f} MiB (grep -F: {rss[grep_name] / 1024:.0f} MiB); "
+                    f"CPU {_median(cpu[name]):.2f} s (grep -F: {_median(cpu[grep_name]):.2f} s)"
+                ),
                 reference=reference,
                 reference_label="grep -F on the same file",
             )
@@ -208,8 +220,8 @@ def rows(size: int, walls: dict[str, list[float]], rss: dict[str, int]) -> list[
 def run(ctx: Context) -> Iterator[Row]:
     size = (128 if ctx.quick else 1024) * 1_000_000
     work = ctx.scratch("logs")
-    written, walls, rss = measure(ctx.tool("slurm-ft-logs"), work, size, ctx.runs(5, 3), ctx.env())
-    yield from rows(written, walls, rss)
+    written, walls, rss, cpu = measure(ctx.tool("slurm-ft-logs"), work, size, ctx.runs(5, 3), ctx.env())
+    yield from rows(written, walls, rss, cpu)
 
 
 def main() -> int:
@@ -223,7 +235,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="slurm-ft-bench-logs-", dir=args.dir) as tmp:
         t0 = time.monotonic()
         size = args.size_mb * 1_000_000
-        written, walls, rss = measure(tool, Path(tmp), size, args.runs, None, args.per_rank_numbers)
+        written, walls, rss, cpu = measure(tool, Path(tmp), size, args.runs, None, args.per_rank_numbers)
         print(
             f"file: {written / 1e6:.0f} MB, {args.runs} runs each "
             f"(made and measured in {time.monotonic() - t0:.0f} s)"
@@ -233,7 +245,7 @@ def main() -> int:
             median = speeds[len(speeds) // 2]
             print(
                 f"{name:36s} median {median:7.0f} MB/s  (min {speeds[0]:.0f}, max {speeds[-1]:.0f})"
-                f"  peak RSS {rss[name] / 1024:6.0f} MiB"
+                f"  peak RSS {rss[name] / 1024:6.0f} MiB  CPU {_median(cpu[name]):5.2f} s"
             )
     return 0
 

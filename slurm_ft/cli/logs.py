@@ -29,7 +29,7 @@ from slurm_ft import logline
 from slurm_ft.cli.report import find_state_dir
 from slurm_ft.cli.usage import UsageError, UsageParser, run_command
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.logs import collapse, select
+from slurm_ft.logs import collapse, halves, select
 from slurm_ft.logs.ranks import RankSetError, format_set
 from slurm_ft.logs.ranks import parse as parse_ranks
 from slurm_ft.logs.source import CycleLogs, Job, LogsError, open_job, ranks_on
@@ -225,6 +225,8 @@ def _select(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
         # --node over per-node files: the files read hold those nodes' lines only
         selection = select.Selection(ranks=None, pattern=selection.pattern)
     filt = select.LineFilter(selection, logs.world_size)
+    if args.collapse and args.head is None and args.tail is None:
+        return _collapse(args, logs, filt, paths, sizes, out)
     batches: Iterable[list[bytes]] = (
         (filt.pieces(b) for b in select.merged_blocks(paths, sizes)) if paths else ()
     )
@@ -236,7 +238,7 @@ def _select(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
             tail.feed(batch)
         batches = [tail.result()]
     if args.collapse:
-        return _collapse(args, logs, batches, out)
+        return _collapse(args, logs, filt, paths, sizes, out, batches)
     writer = LineWriter(out, node_prefix=args.node_prefix, as_json=args.json)
     for batch in batches:
         if batch:
@@ -245,26 +247,42 @@ def _select(args: argparse.Namespace, logs: CycleLogs, out: BinaryIO) -> int:
 
 
 def _collapse(
-    args: argparse.Namespace, logs: CycleLogs, batches: Iterable[list[bytes]], out: BinaryIO
+    args: argparse.Namespace,
+    logs: CycleLogs,
+    filt: select.LineFilter,
+    paths: list[Path],
+    sizes: list[int],
+    out: BinaryIO,
+    batches: Iterable[list[bytes]] | None = None,
 ) -> int:
+    """``batches``: the lines to collapse when --head or --tail chose them; else the whole
+    files, in two processes when they are big (:mod:`slurm_ft.logs.halves`)."""
     mode = collapse.Mode(args.collapse)
-    folder = collapse.Collapser(logs.world_size, mode)
     # The count table makes containers by the hundred thousand and no reference cycles:
     # the collector's passes over them would only cost time (measured: about a quarter).
     gc.disable()
 
-    def show(windows: list[collapse.Window]) -> None:
+    def folder(hold_first: bool) -> collapse.Collapser:
+        return collapse.Collapser(logs.world_size, mode, hold_first=hold_first)
+
+    def show(windows: list[collapse.Window], sink: BinaryIO) -> None:
         for window in windows:
             if args.json:
                 for g in window.groups():
-                    out.write((json.dumps({"cycle": logs.cycle, **g.to_json()}) + "\n").encode())
+                    sink.write((json.dumps({"cycle": logs.cycle, **g.to_json()}) + "\n").encode())
             else:
-                out.writelines(collapse.render(window, limit=folder.max_distinct))
+                sink.writelines(collapse.render(window, limit=collapse.MAX_DISTINCT))
 
+    if batches is None and halves.worth_it(sum(sizes), halves.cores()):
+        halves.collapse(paths, sizes, filt.pieces, folder, show, out)
+        return int(ExitCode.SUCCESS)
+    if batches is None:
+        batches = (filt.pieces(b) for b in select.merged_blocks(paths, sizes)) if paths else ()
+    alone = folder(False)
     for batch in batches:
-        folder.feed(batch)
-        show(folder.take())
-    show(folder.finish())
+        alone.feed(batch)
+        show(alone.take(), out)
+    show(alone.finish(), out)
     return int(ExitCode.SUCCESS)
 
 

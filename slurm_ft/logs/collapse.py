@@ -165,7 +165,13 @@ class Collapser:
     or, in numbers mode, into groups of texts alike but for their numbers.
     """
 
-    def __init__(self, world_size: int, mode: Mode = Mode.EXACT, max_distinct: int = MAX_DISTINCT) -> None:
+    def __init__(
+        self,
+        world_size: int,
+        mode: Mode = Mode.EXACT,
+        max_distinct: int = MAX_DISTINCT,
+        hold_first: bool = False,
+    ) -> None:
         width = logline.rank_width(world_size)
         self.prefix_length = width + len(logline.LINE_MARK)
         self.mode = mode
@@ -177,6 +183,10 @@ class Collapser:
         self._digits[None] = b""
         self._counts: Counter[bytes] = Counter()
         self._ready: list[Window] = []
+        # The second half of a log collapsed in another process (:mod:`halves`) keeps its
+        # first window's count table as counted: it is joined to the first half's last.
+        self._hold_first = hold_first
+        self.held: Counter[bytes] | None = None
 
     def feed(self, pieces: Iterable[bytes]) -> None:
         counts = self._counts
@@ -185,6 +195,10 @@ class Collapser:
             lines.pop()
             counts.update(lines)  # whole lines: (rank, text) pairs, counted in C
             if len(counts) >= self.max_distinct:
+                if self._hold_first and self.held is None:
+                    self.held, counts = counts, Counter()
+                    self._counts = counts
+                    continue
                 self._ready.append(Window(self._items(), more=True))
                 counts.clear()
 
@@ -199,6 +213,28 @@ class Collapser:
             ready.append(Window(self._items(), more=False))
             self._counts.clear()
         return ready
+
+    def open_window(self) -> Counter[bytes]:
+        """The window being counted, as counted (not folded), and a fresh one begun."""
+        counts, self._counts = self._counts, Counter()
+        return counts
+
+    def joined(self, first: Counter[bytes], second: Counter[bytes], more: bool) -> list[Window]:
+        """Two neighbouring windows' count tables, ``first`` the earlier: one window when
+        their distinct lines fit the table (so a log of few distinct lines is one window
+        however it was split), else each its own; ``more``: a window follows the second."""
+        joined = first.copy()
+        joined.update(second)
+        if len(joined) <= self.max_distinct:
+            return [self._window(joined, more)]
+        return [self._window(first, True), self._window(second, more)]
+
+    def _window(self, counts: Counter[bytes], more: bool) -> Window:
+        mine, self._counts = self._counts, counts
+        try:
+            return Window(self._items(), more)
+        finally:
+            self._counts = mine
 
     def _by_text(self) -> tuple[defaultdict[bytes, list[int | None]], dict[bytes, int]]:
         """The window's (rank, text) pairs folded by text: the ranks that printed each

@@ -33,9 +33,12 @@ _REGEX_CHARS = frozenset(".^$*+?{}[]\\|()")
 _TEXT_START_SENSITIVE = ("^", "\\A", "\\Z", "\\B", "(?<")
 
 
-def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Iterator[bytes]:
+def read_blocks(
+    path: Path, block_size: int = BLOCK_SIZE, start: int = 0, end: int | None = None
+) -> Iterator[bytes]:
     """Blocks of whole lines, each starting with ``\n`` and ending with ``\n``; an
-    unterminated last line is given its ``\n``. OSError is the caller's to report.
+    unterminated last line is given its ``\n``. ``start`` and ``end`` (None: the file's
+    end, as it grows) are line starts (:func:`line_start`). OSError is the caller's to report.
 
     One reused buffer takes each read after the previous block's unfinished line, and each
     block is one copy out of it: a fresh ``read`` per block, sliced and joined to the
@@ -50,21 +53,25 @@ def read_blocks(path: Path, block_size: int = BLOCK_SIZE, start: int = 0) -> Ite
         with open(path, "rb", buffering=0) as fh:
             if start:
                 fh.seek(start)
-            while True:
+            left = -1 if end is None else end - start  # bytes still to read; -1: all
+            while left:
                 if len(buf) - have < block_size:  # a line longer than a block: grow
                     view.release()
                     buf.extend(bytes(block_size))
                     view = memoryview(buf)
-                n = fh.readinto(view[have : have + block_size])
+                want = block_size if left < 0 else min(block_size, left)
+                n = fh.readinto(view[have : have + want])
                 if not n:
                     break
-                end = have + n
-                cut = buf.rfind(b"\n", 0, end)
+                if left > 0:
+                    left -= n
+                filled = have + n
+                cut = buf.rfind(b"\n", 0, filled)
                 if cut <= 0:  # no line finished yet
-                    have = end
+                    have = filled
                     continue
                 yield bytes(view[: cut + 1])
-                carried = bytes(view[cut:end])
+                carried = bytes(view[cut:filled])
                 buf[: len(carried)] = carried
                 have = len(carried)
             if have > 1:
@@ -304,16 +311,53 @@ class LineFilter:
 # ---------------------------------------------------------------------- many files
 
 
+@dataclass(frozen=True)
+class Span:
+    """Whole lines of one file, from ``start`` to ``end`` (None: its end, as it grows);
+    ``length``: the bytes expected (what paces a merge)."""
+
+    path: Path
+    start: int
+    end: int | None
+    length: int
+
+
+def line_start(path: Path, offset: int, size: int) -> int:
+    """The first line start at or after ``offset`` in a file of ``size`` bytes (``size``
+    when no line starts there)."""
+    if offset <= 0:
+        return 0
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(offset - 1)
+        at = offset - 1
+        while at < size:
+            chunk = fh.read(64 << 10)
+            if not chunk:
+                break
+            found = chunk.find(b"\n")
+            if found >= 0:
+                return min(size, at + found + 1)
+            at += len(chunk)
+    return size
+
+
 def merged_blocks(paths: list[Path], sizes: list[int]) -> Iterator[bytes]:
-    """The blocks of several files, interleaved so that each file is read at the pace of
-    its size: the next block always comes from the file least far through (each rank's
+    """The blocks of several whole files (see :func:`merged_spans`)."""
+    return merged_spans([Span(p, 0, None, n) for p, n in zip(paths, sizes, strict=True)])
+
+
+def merged_spans(spans: list[Span]) -> Iterator[bytes]:
+    """The blocks of several files' spans, interleaved so that each is read at the pace of
+    its length: the next block always comes from the span least far through (each rank's
     lines stay in order, since a rank's lines are all in one node's file)."""
-    if len(paths) == 1:
-        yield from read_blocks(paths[0])
+    if len(spans) == 1:
+        one = spans[0]
+        yield from read_blocks(one.path, start=one.start, end=one.end)
         return
-    readers = [read_blocks(p, MERGE_BLOCK_SIZE) for p in paths]
-    done = [0] * len(paths)
-    live = set(range(len(paths)))
+    readers = [read_blocks(s.path, MERGE_BLOCK_SIZE, s.start, s.end) for s in spans]
+    sizes = [s.length for s in spans]
+    done = [0] * len(spans)
+    live = set(range(len(spans)))
     while live:
         k = min(live, key=lambda i: (done[i] / sizes[i]) if sizes[i] else 1.0)
         block = next(readers[k], None)
