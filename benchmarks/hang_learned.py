@@ -8,12 +8,17 @@ it on its own::
     python -m benchmarks.hang_learned --cpu 40
     python -m benchmarks.hang_learned --cpu 40 --nodes 2
     python -m benchmarks.hang_learned --cpu 40 --applog
+    python -m benchmarks.hang_learned --cpu 40 --after 310
+    python -m benchmarks.hang_learned --every 1 --steps 330 --runs 1 --uncaptured
 
-Detection: 2 simulated nodes x 2 workers print a line every ``--every`` s for
+Detection: 2 simulated nodes (``--nodes``) x 2 workers print a line every ``--every`` s for
 ``--steps`` steps (``--print-ranks 0``: only rank 0, on node 0, prints), then every rank
 goes silent. Reported: from the last line to the verdict, and to the cycle's end (the
 workers stopped, their stacks kept). The warm-up (``--hang-initial-timeout``,
 600 s by default) is shortened to 5 s so a run takes a minute; the policy is unchanged.
+``--uncaptured``: no cycle log, the workers write to the launcher's own streams (it samples
+their byte counts); with ``--steps`` past 305 s of lines the hang comes in the coarse phase
+(``hanglearn.coarse``: 5 minutes after the warm-up).
 
 CPU: one node (``--nodes``: node 0 of that many), 2 workers each printing a line a second
 for ``--cpu`` s, the launcher's own CPU (its threads' schedstat, ns) with learning on
@@ -21,6 +26,8 @@ for ``--cpu`` s, the launcher's own CPU (its threads' schedstat, ns) with learni
 the one that learns, and the one with a peer monitor whose wakes can take its samples.
 The workers inherit the launcher's streams (the launcher samples their byte counts), or
 with ``--applog`` write to the cycle log (the launcher reads every line and times it).
+``--after S``: the window starts S s later (310: in the coarse phase, 5 minutes after the
+warm-up), and the two launchers, learned and fixed, run side by side to save the wait.
 """
 
 from __future__ import annotations
@@ -39,12 +46,17 @@ WORKER = Path(__file__).resolve().parent.parent / "tests" / "integration" / "rhy
 BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--workers-stop-timeout", "3"]
 
 
-def detection_once(every: float, steps: int, tmp: Path, printing: str | None) -> tuple[float, float]:
+def detection_once(
+    every: float, steps: int, tmp: Path, printing: str | None, uncaptured: bool = False, nodes: int = 2
+) -> tuple[float, float]:
     """(from the last line to the verdict, from the last line to the cycle's end) in s."""
     log = tmp / "logs" / "job.log"
-    args = [*BASE, "--applog-prefix", str(log), "--hang-initial-timeout", "5", "--max-restarts", "0"]
+    args = [*BASE, "--hang-initial-timeout", "5", "--max-restarts", "0"]
+    if not uncaptured:
+        args += ["--applog-prefix", str(log)]
     who = ["--print-ranks", printing] if printing is not None else []
-    job = SimJob(tmp, 2, args, [str(WORKER), "hang", "--every", f"{every:g}", "--steps", str(steps), *who])
+    rhythm = ["--every", f"{every:g}", "--steps", str(steps), *who]
+    job = SimJob(tmp, nodes, args, [str(WORKER), "hang", *rhythm])
     job.start()
     try:
         job.wait(steps * every * 1.5 + 60 * every + 120)
@@ -54,8 +66,11 @@ def detection_once(every: float, steps: int, tmp: Path, printing: str | None) ->
     failure = record["first_failure"]
     if not failure or failure.get("detector") != "silence":
         raise SystemExit(f"expected a silence hang, got {failure}")
-    cycle_log = (tmp / "logs" / "job_cycle0.log").read_text()
-    went = max(float(t) for t in re.findall(r"goes silent at ([0-9.]+)", cycle_log))
+    if uncaptured:
+        output = "".join(job.node(k).out() for k in range(nodes))
+    else:
+        output = (tmp / "logs" / "job_cycle0.log").read_text()
+    went = max(float(t) for t in re.findall(r"goes silent at ([0-9.]+)", output))
     # The verdict's time and the cycle's end (the last worker stopped), against the last
     # line (all on this machine's clock).
     return float(failure["time"]) - went, float(record["end_time"]) - went
@@ -72,27 +87,41 @@ def launcher_cpu_ns(pid: int) -> int:
 
 
 def cpu_run(
-    seconds: float, learning: bool, tmp: Path, idle: bool = False, nodes: int = 1, applog: bool = False
-) -> float:
-    """Percent of one core node 0's launcher used over the steady middle of the run
-    (``idle``: the workers write nothing, one line at the end; ``applog``: a cycle log)."""
-    extra = [] if learning else ["--hang-safety-factor", "0"]
-    if applog:
-        extra += ["--applog-prefix", str(tmp / "logs" / "job.log")]
-    steps = int(seconds)
-    rhythm = ["--every", f"{seconds:g}", "--steps", "1"] if idle else ["--every", "1", "--steps", str(steps)]
-    job = SimJob(tmp, nodes, [*BASE, "--hang-initial-timeout", "2", *extra], [str(WORKER), "finish", *rhythm])
-    job.start()
+    seconds: float,
+    learning: tuple[bool, ...],
+    tmp: Path,
+    idle: bool = False,
+    nodes: int = 1,
+    applog: bool = False,
+    after: float = 0.0,
+) -> list[float]:
+    """Percent of one core node 0's launcher used over the steady middle of the run, one
+    job per ``learning`` value, side by side (``idle``: the workers write nothing, one line
+    at the end; ``applog``: a cycle log; ``after``: the window starts that much later)."""
+    span = seconds + after
+    steps = int(span)
+    rhythm = ["--every", f"{span:g}", "--steps", "1"] if idle else ["--every", "1", "--steps", str(steps)]
+    jobs = []
+    for k, learns in enumerate(learning):
+        extra = [] if learns else ["--hang-safety-factor", "0"]
+        if applog:
+            extra += ["--applog-prefix", str(tmp / f"job{k}" / "logs" / "job.log")]
+        args = [*BASE, "--hang-initial-timeout", "2", *extra]
+        jobs.append(SimJob(tmp / f"job{k}", nodes, args, [str(WORKER), "finish", *rhythm]))
     try:
-        pid = job.node(0).proc.pid
-        time.sleep(5.0)  # start-up (imports, rendezvous) outside the window
-        t0, c0 = time.monotonic(), launcher_cpu_ns(pid)
+        for job in jobs:
+            job.start()
+        pids = [job.node(0).proc.pid for job in jobs]
+        time.sleep(5.0 + after)  # start-up (imports, rendezvous) outside the window
+        t0, c0 = time.monotonic(), [launcher_cpu_ns(pid) for pid in pids]
         time.sleep(seconds - 8.0)
-        t1, c1 = time.monotonic(), launcher_cpu_ns(pid)
-        job.wait(seconds + 60)
+        t1, c1 = time.monotonic(), [launcher_cpu_ns(pid) for pid in pids]
+        for job in jobs:
+            job.wait(span + 60)
     finally:
-        job.kill()
-    return 100.0 * (c1 - c0) / 1e9 / (t1 - t0)
+        for job in jobs:
+            job.kill()
+    return [100.0 * (b - a) / 1e9 / (t1 - t0) for a, b in zip(c0, c1, strict=True)]
 
 
 def main() -> int:
@@ -103,21 +132,26 @@ def main() -> int:
     p.add_argument("--print-ranks", help="only these ranks print (default: all 4; '0': node 0's rank 0)")
     p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
     p.add_argument("--idle", action="store_true", help="with --cpu: the workers write nothing")
-    p.add_argument("--nodes", type=int, default=1, help="with --cpu: simulated nodes (node 0 measured)")
+    p.add_argument("--nodes", type=int, help="simulated nodes (--cpu: 1, node 0 measured; else 2)")
     p.add_argument("--applog", action="store_true", help="with --cpu: the workers' lines go to a cycle log")
+    p.add_argument("--after", type=float, default=0.0, help="with --cpu: the window starts S s later")
+    p.add_argument("--uncaptured", action="store_true", help="detection: no cycle log")
     a = p.parse_args()
     if a.cpu:
         rows = []
         for _ in range(a.runs):
-            for learning in (True, False):
+            pairs = [(True, False)] if a.after else [(True,), (False,)]
+            for learning in pairs:
                 with tempfile.TemporaryDirectory() as d:
-                    rows.append((learning, cpu_run(a.cpu, learning, Path(d), a.idle, a.nodes, a.applog)))
+                    got = cpu_run(a.cpu, learning, Path(d), a.idle, a.nodes or 1, a.applog, a.after)
+                rows.extend(zip(learning, got, strict=True))
         for learning in (True, False):
             values = [v for k, v in rows if k is learning]
             name = "learned (default)" if learning else "fixed (--hang-safety-factor 0)"
             what = "idle workers" if a.idle else "a line a second"
             what += ", cycle log" if a.applog else ""
-            where = f"node 0 of {a.nodes}" if a.nodes > 1 else "one node"
+            what += f", from {a.after:g} s" if a.after else ""
+            where = f"node 0 of {a.nodes}" if (a.nodes or 1) > 1 else "one node"
             shown = ", ".join(f"{v:.3f}" for v in values)
             print(
                 f"launcher CPU ({where}, {what}), {name}: mean {statistics.mean(values):.4f}, "
@@ -127,7 +161,7 @@ def main() -> int:
     found, stopped = [], []
     for _ in range(a.runs):
         with tempfile.TemporaryDirectory() as d:
-            silent, end = detection_once(a.every, a.steps, Path(d), a.print_ranks)
+            silent, end = detection_once(a.every, a.steps, Path(d), a.print_ranks, a.uncaptured, a.nodes or 2)
         found.append(silent)
         stopped.append(end)
         print(

@@ -81,7 +81,7 @@ def generate(path: Path, size: int, seed: int = 9, per_rank_numbers: bool = Fals
     return written
 
 
-def _state_dir(root: Path, log: Path) -> Path:
+def state_dir(root: Path, log: Path, world: int = WORLD) -> Path:
     """A state dir whose cycle 0 names ``log`` as its one file, as the launcher writes it."""
     from slurm_ft import atomicfile
     from slurm_ft.records import CycleOutcome, CycleRecord, LogFile
@@ -95,9 +95,9 @@ def _state_dir(root: Path, log: Path) -> Path:
         run_id="bench",
         run_uuid="0" * 32,
         start_time=time.time(),
-        nodes=[f"node{k:03d}" for k in range(WORLD // 8)],
-        world_size=WORLD,
-        nproc_per_node=8,
+        nodes=[f"node{k:03d}" for k in range(max(1, world // 8))],
+        world_size=world,
+        nproc_per_node=min(8, world),
         master_addr="node000",
         master_port=29500,
         outcome=CycleOutcome.SUCCEEDED,
@@ -162,7 +162,7 @@ def measure(
 ) -> tuple[int, dict[str, list[float]], dict[str, int], dict[str, list[float]]]:
     log, out = work / "job_cycle0.log", work / "out"
     written = generate(log, size, per_rank_numbers=per_rank_numbers)
-    state = _state_dir(work, log)
+    state = state_dir(work, log)
     cmds = commands(tool, state, log)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
     rss: dict[str, int] = {name: 0 for name in cmds}

@@ -246,6 +246,7 @@ class NodeWatch:
         self.period = limits.period
         self._every = limits.period
         self._by_sampler = False
+        self._bounds = False  # sampled gaps noted as their lower bounds (hanglearn.coarse)
         self._sampled = -math.inf  # when the sampler last called
         self._lock = threading.Lock()
         self._index: int | None = None
@@ -253,6 +254,8 @@ class NodeWatch:
         self._slots: dict[int, mmap.mmap] = {}
         self._written: dict[int, int | None] = {}
         self._last_write = 0.0
+        self._still = -math.inf  # the latest sample since _last_write that saw no byte move
+        self._write_since: float | None = None  # the gap before _last_write began (bounds)
         self.arrivals = ArrivalClock(clock)
         self._last_heard = -math.inf
         self._heard_since_sample = False
@@ -279,6 +282,7 @@ class NodeWatch:
             self._slots = slots
             self._written = {rank: bytes_written(pid) for rank, pid in pids.items()}
             self._last_write = self._started = self._noted = now
+            self._still, self._write_since = -math.inf, None
             self._last_heard = -math.inf
             self._heard_since_sample = self._exact = False
             self.arrivals.restart()
@@ -298,6 +302,7 @@ class NodeWatch:
                 self._next_sample = min(self._next_sample, due)
             self._every = pace.sample
             self._by_sampler = pace.by_sampler
+            self._bounds = pace.bounds
             self.period = pace.look
 
     def sample(self) -> None:
@@ -382,7 +387,14 @@ class NodeWatch:
             # (timed exactly, not at this sample); a file written beside it goes unseen for
             # at most one sample period.
             if moved and not self._heard_since_sample:
+                # Coarse samples prove only the time between the sample that saw the last
+                # bytes and the last one that saw none since: the gap's least length.
+                least = max(0.0, self._still - self._last_write)
+                self._write_since = now - least if self._bounds else None
                 self._last_write = now
+                self._still = -math.inf
+            elif not moved:
+                self._still = now
             self._heard_since_sample = False
         sampled = self._last_write
         for view in self._slots.values():
@@ -398,7 +410,7 @@ class NodeWatch:
                 self._lives.append((heard.last, heard.last))
         if sampled > self._noted + hanglearn.SAME_LIFE_S:
             self._noted = sampled
-            self._lives.append((sampled, None))
+            self._lives.append((sampled, self._write_since if sampled == self._last_write else None))
             if heard is None:  # a sign the pipes did not carry: its gaps need sampling
                 self._exact = False
         return max(sampled, self._last_heard)

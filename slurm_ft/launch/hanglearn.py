@@ -33,7 +33,9 @@ from dataclasses import dataclass, replace
 # only sample (output it does not capture, files) are read at node 0's tick (:func:`tick`: 2
 # s, 2 s, 5 s for those), so a gap g reads as at most g + tick, and the verdict comes up to
 # one tick late, plus up to a peer's sampling period (5 s) when a peer wrote last: max(20, 7 x
-# 3) + 2 + 5 = 28 <= 30, 7 x 12 + 2 + 5 = 91 <= 100, 7 x 65 + 5 + 5 = 465 <= 600. 8 misses two
+# 3) + 2 + 5 = 28 <= 30, 7 x 12 + 2 + 5 = 91 <= 100, 7 x 65 + 5 + 5 = 465 <= 600 (one node past
+# its fine phase, :func:`coarse`: the limit learned finely, the verdict up to 5.5 s late: 26.5
+# and 89.5). 8 misses two
 # of those (8 x 3 + 7 = 31, 8 x 12 + 7 = 103): 7 is the largest whole factor that meets all of
 # them, and the largest factor leaves the most room for a job's own slowness. The floor: at
 # most 30 - 7 = 23 s (the 1 s goal); 20 s leaves 2 s for a loaded machine and covers, from its
@@ -53,6 +55,18 @@ DEFAULT_WARMUP_S = 600.0
 # often anyway (node 0's peer monitor), the samples are taken there and the loop keeps its
 # fixed period (see :func:`pace`); lines the log pipeline reads need no sampling at all.
 LEARN_PERIOD_S = 2.0
+# How long node 0 samples that finely: the first 5 minutes after a cycle's warm-up, and 5
+# minutes after the longest gap rose by more than that grain (the rhythm changed: an
+# evaluation pass, slower steps). 5 minutes hold 30 gaps of a 10 s trainer (any trainer
+# the fine grain matters for has gaps under 36 s: above, its fiftieth of the limit is the
+# fixed period anyway, see :func:`tick`). Past them the job's rhythm is known, and a
+# sampled gap is read at the fixed period as what it proves, its lower bound
+# (:func:`coarse`): a wake every 2 s was, for a one-node launcher whose workers' output
+# it does not read, more than half its CPU.
+FINE_S = 300.0
+# In the coarse phase the loop also wakes when the silence limit would expire (so the
+# verdict is not a period late), but not sooner than this after its last wake.
+COARSE_LEAST_LOOK_S = 0.5
 # A sign of life read again through another clock reading moves by microseconds: the
 # same sign, not a gap.
 SAME_LIFE_S = 0.01
@@ -106,6 +120,7 @@ class Rhythm:
     longest: float = 0.0
     cycle_longest: float = 0.0
     progressed: float = math.inf  # the cycle's first progress (:func:`progressed`)
+    rose: float = -math.inf  # when the longest gap last rose by more than the fine grain
 
 
 def warm_until(policy: Policy, rhythm: Rhythm) -> float:
@@ -142,8 +157,14 @@ def observe(policy: Policy, rhythm: Rhythm, life: float, since: float | None = N
     learnable = began > rhythm.started and began >= warm_until(policy, rhythm)
     if not learnable:
         return replace(rhythm, last_life=life)
+    first = rhythm.longest <= 0 < gap
+    rose = life if first or gap > rhythm.longest + LEARN_PERIOD_S else rhythm.rose
     return replace(
-        rhythm, last_life=life, longest=max(rhythm.longest, gap), cycle_longest=max(rhythm.cycle_longest, gap)
+        rhythm,
+        last_life=life,
+        longest=max(rhythm.longest, gap),
+        cycle_longest=max(rhythm.cycle_longest, gap),
+        rose=rose,
     )
 
 
@@ -173,17 +194,42 @@ def tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
     not capture, files, heart-beats; lines the log pipeline times need none, see
     :func:`pace`): ``base`` (the fixed timeouts' period) in the warm-up, with learning off,
     and while nothing is pending; 2 s from the first sign of life after the warm-up until a
-    gap is known (the first gaps set the limit); then a fiftieth of the limit within
-    [2 s, base] (a 10 s trainer: 2 s, so a gap reads at most 2 s long and the verdict comes
-    at most 2 s late: 7 x 12 + 2 + 5 < 100). A silent or idle job keeps ``base``: learning
-    costs it nothing."""
+    gap is known (the first gaps set the limit); then, for :data:`FINE_S` (the fine
+    phase), a fiftieth of the limit within [2 s, base] (a 10 s trainer: 2 s, so a gap reads
+    at most 2 s long and the verdict comes at most 2 s late: 7 x 12 + 2 + 5 < 100); then
+    ``base`` again (:func:`coarse`). A silent or idle job keeps ``base``: learning costs it
+    nothing."""
     warm_end = warm_until(policy, rhythm)
     if not policy.learning or now < warm_end:
         return base
     if rhythm.longest <= 0:
         fresh = rhythm.last_life > rhythm.started and rhythm.last_life >= warm_end
         return min(base, LEARN_PERIOD_S) if fresh else base
+    if coarse(policy, rhythm, now, base):
+        return base
+    return _fine_tick(policy, rhythm, now, base)
+
+
+def _fine_tick(policy: Policy, rhythm: Rhythm, now: float, base: float) -> float:
     return min(base, max(LEARN_PERIOD_S, limit(policy, rhythm, now) / 50))
+
+
+def coarse(policy: Policy, rhythm: Rhythm, now: float, base: float) -> bool:
+    """Whether node 0 is past the fine phase: a gap is known, :data:`FINE_S` passed since
+    the warm-up ended and since the longest gap last rose, and the fine tick would be finer
+    than ``base``. Then its workers' signs it can only sample are sampled every ``base``
+    s, and a gap between two samples that saw life, with still samples between them, is
+    learned as the time from the first to the last still one (:func:`pace`'s ``bounds``):
+    the least it can have been. A trainer writing every second is sampled busy at every
+    look and teaches nothing (its limit, learned finely, stays), and a gap that proves the
+    rhythm changed raises the longest gap and starts a fine phase again. Verdicts keep
+    their lateness: the silence is timed from the last sample that saw life (at most
+    ``base`` after the last write) and the loop wakes when the limit would expire:
+    max(20, 7 x 3) + 5 + 0.5 <= 30 for a 1 s trainer, 7 x 12 + 5.5 <= 100 for 10 s."""
+    if not policy.learning or rhythm.longest <= 0:
+        return False
+    fine_until = max(warm_until(policy, rhythm), rhythm.rose) + FINE_S
+    return now >= fine_until and _fine_tick(policy, rhythm, now, base) < base
 
 
 @dataclass(frozen=True)
@@ -194,6 +240,7 @@ class Pace:
     look: float
     sample: float
     by_sampler: bool
+    bounds: bool = False  # a sampled gap is learned as its lower bound (:func:`coarse`)
 
 
 def pace(
@@ -204,6 +251,7 @@ def pace(
     sampler: float | None,
     due: float,
     exact: bool = False,
+    until_limit: float | None = None,
 ) -> Pace:
     """Node 0's pace for workers sampled every ``sample_every`` s (:func:`tick`). Without a
     ``sampler`` (a thread that wakes every ``sampler`` s anyway: node 0's peer monitor)
@@ -217,9 +265,14 @@ def pace(
     signs of life timed by the log pipeline): nothing to sample, the loop keeps ``base``
     and wakes every 2 s once that quiet is reached, so the verdict comes at most 2 s
     late. ``due``: seconds until another limit (the iteration detector's) expires; the
-    loop wakes by then too."""
+    loop wakes by then too. ``until_limit`` (node 0 in the coarse phase, :func:`coarse`:
+    seconds until its own quiet reaches the silence limit): the loop samples at every look,
+    every ``base`` s and when that limit would expire, and learns lower bounds."""
     if exact:
         return Pace(_look_every(policy, min(base, LEARN_PERIOD_S), base, own_quiet, due), base, False)
+    if until_limit is not None and sampler is None:
+        look = min(base, max(COARSE_LEAST_LOOK_S, min(until_limit, due)))
+        return Pace(look, look, False, bounds=True)
     if sampler is None or sampler > sample_every or sample_every >= base:
         return Pace(sample_every, sample_every, False)
     return Pace(_look_every(policy, sample_every, base, own_quiet, due), sample_every, True)

@@ -211,7 +211,10 @@ class JobJudge:
             sampler = None  # its store call is blocked: the loop samples again
         due = self._iteration_due(now)
         exact = learning and self.hangs.exact()
-        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact))
+        until_limit = None
+        if not exact and hanglearn.coarse(policy, self.silence_rhythm, now, base):
+            until_limit = hanglearn.limit(policy, self.silence_rhythm, now) - own
+        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact, until_limit))
 
     def _iteration_due(self, now: float) -> float:
         """Seconds until the iteration detector's limit expires (infinite: none)."""

@@ -6,6 +6,7 @@ Each trainer is a sequence of intervals between its signs of life, judged throug
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -319,3 +320,70 @@ def test_the_settings_defaults_are_the_policy_s() -> None:
         hanglearn.DEFAULT_FLOOR_S,
         hanglearn.DEFAULT_WARMUP_S,
     )
+
+
+# ---------------------------------------------------------------- the coarse phase
+
+WARM_END = 600.0  # DEFAULT's warm-up, for a cycle started at 0
+
+
+@pytest.mark.parametrize(
+    ("rhythm", "now", "expected"),
+    [
+        (Rhythm(0.0, 650.0, 1.0), 650.0, False),  # just past the warm-up: the fine phase
+        (Rhythm(0.0, 890.0, 1.0), WARM_END + hanglearn.FINE_S - 1, False),
+        (Rhythm(0.0, 900.0, 1.0), WARM_END + hanglearn.FINE_S, True),  # 5 minutes after it
+        (Rhythm(0.0, 900.0, 0.0), 2000.0, False),  # no gap known yet
+        (Rhythm(0.0, 900.0, 12.0, rose=1500.0), 1700.0, False),  # the rhythm changed lately
+        (Rhythm(0.0, 900.0, 12.0, rose=1500.0), 1500.0 + hanglearn.FINE_S, True),
+        (Rhythm(0.0, 900.0, 61.0), 2000.0, False),  # a 60 s trainer is sampled at 5 s anyway
+    ],
+)
+def test_node_0_samples_finely_for_five_minutes_after_the_warm_up_and_after_the_rhythm_changed(
+    rhythm: Rhythm, now: float, expected: bool
+) -> None:
+    assert hanglearn.coarse(DEFAULT, rhythm, now, 5.0) is expected
+    assert (hanglearn.tick(DEFAULT, rhythm, now, 5.0) == 5.0) is (expected or rhythm.longest > 36)
+
+
+def test_a_gap_longer_than_the_longest_by_more_than_the_fine_grain_starts_a_fine_phase() -> None:
+    rhythm = hanglearn.observe(DEFAULT, Rhythm(0.0, 700.0, 0.0), 701.0)
+    assert (rhythm.longest, rhythm.rose) == (1.0, 701.0)  # the first gap
+    later = hanglearn.observe(DEFAULT, replace_last(rhythm, 1500.0), 1502.9)
+    assert (later.longest, later.rose) == (pytest.approx(2.9), 701.0)  # within the grain: the same rhythm
+    changed = hanglearn.observe(DEFAULT, replace_last(later, 1600.0), 1660.0, since=1605.0)
+    assert (changed.longest, changed.rose) == (55.0, 1660.0)  # a lower bound, still a change
+
+
+def replace_last(rhythm: Rhythm, last_life: float) -> Rhythm:
+    return dataclasses.replace(rhythm, last_life=last_life)
+
+
+@pytest.mark.parametrize(
+    ("until_limit", "due", "expected_look"),
+    [
+        (15.0, math.inf, 5.0),  # far from the limit: the fixed period
+        (3.2, math.inf, 3.2),  # woken when the silence limit would expire
+        (0.1, math.inf, hanglearn.COARSE_LEAST_LOOK_S),  # never busier than that
+        (15.0, 1.5, 1.5),  # woken when the iteration limit expires
+    ],
+)
+def test_in_the_coarse_phase_the_loop_samples_at_each_look_and_wakes_when_the_limit_expires(
+    until_limit: float, due: float, expected_look: float
+) -> None:
+    got = hanglearn.pace(DEFAULT, 5.0, 5.0, 0.0, None, due, until_limit=until_limit)
+    assert got == hanglearn.Pace(pytest.approx(expected_look), pytest.approx(expected_look), False, True)
+    # node 0 of several: the peer monitor's samples keep the fine grain, nothing changes
+    assert not hanglearn.pace(PEERED, 2.0, 5.0, 0.0, 1.0, due, until_limit=until_limit).bounds
+
+
+@pytest.mark.parametrize(("interval", "found_within"), [(0.2, 30.0), (1.0, 30.0), (10.0, 100.0)])
+def test_in_the_coarse_phase_a_hang_is_still_found_within_the_goal(
+    interval: float, found_within: float
+) -> None:
+    """The limit was learned in the fine phase (gaps read up to 2 s long); the silence is
+    timed from the last sample that saw bytes (up to 5 s after the last write) and the loop
+    wakes when the limit expires (at most half a second late)."""
+    fine_read = interval + hanglearn.LEARN_PERIOD_S
+    lateness = 5.0 + hanglearn.COARSE_LEAST_LOOK_S
+    assert hanglearn.learned(DEFAULT, fine_read) + lateness <= found_within

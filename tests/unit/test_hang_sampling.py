@@ -6,6 +6,7 @@ Output the log pipeline reads is timed as it arrives: its gaps are exact at any 
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -54,6 +55,21 @@ def _write(out: Path) -> None:
         fh.write(b"x")  # this process is the "worker": its wchar moves
 
 
+def _judge_look(
+    watch: hang.NodeWatch,
+    policy: hanglearn.Policy,
+    rhythm: hanglearn.Rhythm,
+    now: float,
+    quiet: float | None = None,
+) -> hanglearn.Rhythm:
+    """What node 0's judge does at a look: the signs of life noted since its last look, in
+    order, then the latest (``quiet``: the look's own reading, taken when not given)."""
+    quiet = watch.quiet() if quiet is None else quiet
+    for life, since in watch.lives():
+        rhythm = hanglearn.observe(policy, rhythm, life, since)
+    return hanglearn.observe(policy, rhythm, now - quiet)
+
+
 def _busy_trainer_learned(tmp_path: Path, by_sampler: bool) -> hanglearn.Rhythm:
     """A trainer writing every second for a minute after the warm-up, node 0's loop looking
     every 5 s, the peer monitor calling every second; the gaps as the judge learns them."""
@@ -69,10 +85,7 @@ def _busy_trainer_learned(tmp_path: Path, by_sampler: bool) -> hanglearn.Rhythm:
         _write(tmp_path / "written")
         watch.sample()
         if second % 5 == 0:  # the loop's look: the judge replays the signs of life noted
-            quiet = watch.quiet()
-            for life, since in watch.lives():
-                rhythm = hanglearn.observe(policy, rhythm, life, since)
-            rhythm = hanglearn.observe(policy, rhythm, now[0] - quiet)
+            rhythm = _judge_look(watch, policy, rhythm, now[0])
     watch.end()
     return rhythm
 
@@ -170,6 +183,16 @@ def test_while_the_monitor_samples_the_loop_only_reads_and_nothing_is_sampled_ea
     watch.end()
 
 
+def _watching_this_process(start: float) -> tuple[hanglearn.Policy, list[float], hang.NodeWatch]:
+    """A watch with the default limits on a simulated clock (``now[0]``), this process its
+    one worker (its writes move the byte count)."""
+    limits = hang.Limits.from_settings(HangSettings())
+    now = [start]
+    watch = hang.NodeWatch(limits, clock=lambda: now[0])
+    watch.begin(0, {0: os.getpid()}, {})
+    return limits.learn_silence, now, watch
+
+
 def _piped_trainer(
     tmp_path: Path, lines: list[float], looks_every: float = 5.0
 ) -> tuple[hanglearn.Rhythm, bool, float]:
@@ -177,12 +200,8 @@ def _piped_trainer(
     by the log pipeline (its bytes move too, as a pipe's do), node 0's loop looking every
     ``looks_every`` s: the gaps as the judge learns them, whether the watch found its signs
     exact, and its quiet at the end."""
-    limits = hang.Limits.from_settings(HangSettings())
-    policy = limits.learn_silence
     start = 1000.0
-    now = [start]
-    watch = hang.NodeWatch(limits, clock=lambda: now[0])
-    watch.begin(0, {0: os.getpid()}, {})
+    policy, now, watch = _watching_this_process(start)
     rhythm = hanglearn.begin(start - policy.warmup, 0.0)
     end = start + lines[-1] + looks_every
     looks = [start + k * looks_every for k in range(1, int((end - start) / looks_every) + 1)]
@@ -195,9 +214,7 @@ def _piped_trainer(
             watch.arrivals.heard()
             continue
         quiet = watch.quiet()
-        for life, since in watch.lives():
-            rhythm = hanglearn.observe(policy, rhythm, life, since)
-        rhythm = hanglearn.observe(policy, rhythm, at - quiet)
+        rhythm = _judge_look(watch, policy, rhythm, at, quiet)
     exact = watch.exact()
     watch.end()
     return rhythm, exact, quiet
@@ -261,3 +278,40 @@ def test_a_new_cycle_s_first_line_ends_no_gap(tmp_path):
     watch.quiet()
     assert watch.lives() == [(1101.0, 1101.0)]
     watch.end()
+
+
+def _sampled_trainer(tmp_path: Path, writes: list[int], longest: float, bounds: bool) -> hanglearn.Rhythm:
+    """A trainer whose output the launcher does not read, writing at each of ``writes``
+    (whole seconds after the warm-up), node 0 in the coarse phase: its loop samples at each
+    look, every 5 s; the rhythm as the judge learns it, from ``longest`` learned before."""
+    start = 1000.0
+    policy, now, watch = _watching_this_process(start)
+    watch.set_pace(hanglearn.Pace(5.0, 5.0, False, bounds))
+    rhythm = hanglearn.begin(start - policy.warmup, longest)
+    for second in range(1, writes[-1] + 6):
+        now[0] = start + second
+        if second in writes:
+            _write(tmp_path / "written")
+        if second % 5 == 0:
+            rhythm = _judge_look(watch, policy, rhythm, now[0])
+    watch.end()
+    return rhythm
+
+
+def test_coarse_samples_of_a_busy_trainer_teach_nothing(tmp_path):
+    """Sampled every 5 s, a 1 s trainer's gaps read 5 s: learned, its limit would be 35 s,
+    past the 30 s goal. In the coarse phase each gap is read as the least it can have been."""
+    every_second = list(range(1, 121))
+    learned = _sampled_trainer(tmp_path, every_second, 3.0, bounds=True)
+    assert (learned.longest, learned.rose) == (3.0, -math.inf)
+    assert _sampled_trainer(tmp_path, every_second, 3.0, bounds=False).longest == 5.0
+
+
+def test_coarse_samples_learn_a_long_pause_as_the_least_it_lasted(tmp_path):
+    """Writes each second to 20 s, none until 43 s (a 23 s pause): the samples at 20 and 45
+    saw bytes, those at 25-40 none, so the pause lasted more than 40 - 20 = 20 s."""
+    writes = [*range(1, 21), *range(43, 61)]
+    learned = _sampled_trainer(tmp_path, writes, 3.0, bounds=True)
+    assert learned.longest == pytest.approx(20.0)
+    assert learned.rose == pytest.approx(1045.0)  # the rhythm changed: a fine phase again
+    assert _sampled_trainer(tmp_path, writes, 3.0, bounds=False).longest == pytest.approx(25.0)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.logs_throughput import state_dir
 from slurm_ft import logline
 from slurm_ft.logs import collapse, halves, select
 
@@ -225,35 +226,14 @@ def test_small_logs_and_single_cores_stay_in_one_process():
 
 
 def test_the_command_collapses_a_big_cycle_in_two_processes_as_in_one(tmp_path):
-    from slurm_ft import atomicfile
-    from slurm_ft.records import CycleOutcome, CycleRecord, LogFile
-    from slurm_ft.statedir import StateDir
-
     log = tmp_path / "job_cycle0.log"
     write_log(log, 8, 40, unique=True)
     with open(log, "ab") as fh:  # past the size where a second process pays
         rest = log.read_bytes()
         for _ in range(halves.MIN_BYTES // len(rest) + 1):
             fh.write(rest)
-    state = StateDir(tmp_path / "state")
-    rec = CycleRecord(
-        cycle=0,
-        attempt=0,
-        restart=0,
-        run_id="t",
-        run_uuid="0" * 32,
-        start_time=time.time(),
-        nodes=["node0"],
-        world_size=WORLD,
-        nproc_per_node=WORLD,
-        master_addr="node0",
-        master_port=29500,
-        outcome=CycleOutcome.SUCCEEDED,
-        end_time=time.time(),
-        log_files=[LogFile(str(log)).to_json()],
-    )
-    atomicfile.write_json(state.cycle_record(0), rec.to_json())
-    cmd = [sys.executable, "-m", "slurm_ft.cli.logs", "--state-dir", str(state.path), "--collapse"]
+    state = state_dir(tmp_path, log, WORLD)
+    cmd = [sys.executable, "-m", "slurm_ft.cli.logs", "--state-dir", str(state), "--collapse"]
     got = subprocess.run(cmd, capture_output=True, timeout=120, check=True)
     assert got.stderr == b""
     assert got.stdout == one_process([log], folder_of(), rendered)
