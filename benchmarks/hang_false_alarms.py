@@ -6,6 +6,7 @@ Not a figure of ``python -m benchmarks`` (minutes of mostly waiting); run it on 
 
     python -m benchmarks.hang_false_alarms --duration 300
     python -m benchmarks.hang_false_alarms --duration 120 --only slow-step,fit-loop
+    python -m benchmarks.hang_false_alarms --duration 660 --only slow-step,fit-loop --nodes 1 --uncaptured
 
 The trainers (2 simulated nodes each, run side by side: they mostly sleep):
 
@@ -25,6 +26,10 @@ The warm-up (``--hang-initial-timeout``, 600 s by default) is shortened to ``--w
 teaches nothing and is judged only by ``--hang-timeout``): with the default warm-up a run
 of a few minutes would never leave it. Standbys are off (``--preload none``): they cost
 the 2-core machine a torch import each and play no part in hang detection.
+
+``--nodes 1 --uncaptured``: one node whose workers write to the launcher's own streams (it
+samples their byte counts); with ``--duration 660`` the last 5 minutes and more are judged
+in the coarse phase (``hanglearn.coarse``: past the fine phase's 5 minutes).
 
 Reported per trainer: how long it ran, its cycles, the hangs found (must be 0), the
 ledger's learned gap, and the launcher log's lines that announce a learned timeout.
@@ -112,16 +117,20 @@ class Result:
     error: str = ""
 
 
-def run_one(trainer: Trainer, seconds: float, warmup: float, tmp: Path) -> Result:
-    """One trainer under the launcher, to its end; what the state dir and log say."""
+def run_one(
+    trainer: Trainer, seconds: float, warmup: float, tmp: Path, nodes: int = 2, uncaptured: bool = False
+) -> Result:
+    """One trainer under the launcher, to its end; what the state dir and log say
+    (``uncaptured``: no cycle log, the workers write to the launcher's own streams)."""
     result = Result(trainer.name)
     log = tmp / "logs" / "job.log"
     args = [
         *["--nproc-per-node", str(trainer.nproc), "--health-checks", "none", "--preload", "none"],
-        *["--applog-prefix", str(log), "--hang-initial-timeout", f"{warmup:g}", "--max-restarts", "0"],
-        *["--workers-stop-timeout", "3"],
+        *["--hang-initial-timeout", f"{warmup:g}", "--max-restarts", "0", "--workers-stop-timeout", "3"],
     ]
-    job = SimJob(tmp, 2, args, trainer.command(seconds, tmp))
+    if not uncaptured:
+        args += ["--applog-prefix", str(log)]
+    job = SimJob(tmp, nodes, args, trainer.command(seconds, tmp))
     started = time.monotonic()
     job.start()
     try:
@@ -144,7 +153,7 @@ def run_one(trainer: Trainer, seconds: float, warmup: float, tmp: Path) -> Resul
     if ledger.exists():
         result.gaps = [c.get("silence_gap") for c in json.loads(ledger.read_text()).get("cycles", [])]
     result.learned = LEARNED_LINE.findall(job.node(0).err())
-    if result.codes != [0, 0] and not result.error:
+    if result.codes != [0] * nodes and not result.error:
         result.error = job.dump()[-3000:]
     return result
 
@@ -166,13 +175,15 @@ def main() -> int:
     p.add_argument("--duration", type=float, default=300.0, help="seconds each trainer runs (about)")
     p.add_argument("--warmup", type=float, default=20.0, help="--hang-initial-timeout for the runs")
     p.add_argument("--only", default=",".join(TRAINERS), help=f"comma-separated: {', '.join(TRAINERS)}")
+    p.add_argument("--nodes", type=int, default=2, help="simulated nodes per trainer")
+    p.add_argument("--uncaptured", action="store_true", help="no cycle log: the launcher samples the output")
     a = p.parse_args()
     chosen = [TRAINERS[n] for n in a.only.split(",") if n]
     results: dict[str, Result] = {}
 
     def one(trainer: Trainer) -> None:
         with tempfile.TemporaryDirectory(prefix=f"false-alarms-{trainer.name}-") as d:
-            results[trainer.name] = run_one(trainer, a.duration, a.warmup, Path(d))
+            results[trainer.name] = run_one(trainer, a.duration, a.warmup, Path(d), a.nodes, a.uncaptured)
         print(report(results[trainer.name]), flush=True)
 
     threads = [threading.Thread(target=one, args=(t,), name=t.name) for t in chosen]
