@@ -278,11 +278,7 @@ def _collapse(
         return int(ExitCode.SUCCESS)
     if batches is None:
         batches = (filt.pieces(b) for b in select.merged_blocks(paths, sizes)) if paths else ()
-    alone = folder(False)
-    for batch in batches:
-        alone.feed(batch)
-        show(alone.take(), out)
-    show(alone.finish(), out)
+    halves.fold(folder(False), batches, show, out)
     return int(ExitCode.SUCCESS)
 
 

@@ -199,7 +199,7 @@ class Collapser:
                     self.held, counts = counts, Counter()
                     self._counts = counts
                     continue
-                self._ready.append(Window(self._items(), more=True))
+                self._ready.append(Window(self._items(counts), more=True))
                 counts.clear()
 
     def take(self) -> list[Window]:
@@ -210,7 +210,7 @@ class Collapser:
     def finish(self) -> list[Window]:
         ready = self.take()
         if self._counts or not ready:
-            ready.append(Window(self._items(), more=False))
+            ready.append(Window(self._items(self._counts), more=False))
             self._counts.clear()
         return ready
 
@@ -226,17 +226,12 @@ class Collapser:
         joined = first.copy()
         joined.update(second)
         if len(joined) <= self.max_distinct:
-            return [self._window(joined, more)]
-        return [self._window(first, True), self._window(second, more)]
+            return [Window(self._items(joined), more)]
+        return [Window(self._items(first), True), Window(self._items(second), more)]
 
-    def _window(self, counts: Counter[bytes], more: bool) -> Window:
-        mine, self._counts = self._counts, counts
-        try:
-            return Window(self._items(), more)
-        finally:
-            self._counts = mine
-
-    def _by_text(self) -> tuple[defaultdict[bytes, list[int | None]], dict[bytes, int]]:
+    def _by_text(
+        self, counts: Counter[bytes]
+    ) -> tuple[defaultdict[bytes, list[int | None]], dict[bytes, int]]:
         """The window's (rank, text) pairs folded by text: the ranks that printed each
         text, in order of first appearance, and the lines beyond one per pair (a rank
         repeating a line). C-level calls per distinct pair.
@@ -244,7 +239,7 @@ class Collapser:
         The pairs are distinct whole lines, so a text's ranks never repeat: they are
         gathered in lists (measured: half the cost of sets, which allocate a table per
         text), and a text's lines are its pairs plus those extra lines."""
-        pairs = list(self._counts)  # in order of first appearance
+        pairs = list(counts)  # in order of first appearance
         p = self.prefix_length
         texts = list(map(itemgetter(slice(p - 2, None)), pairs))  # the mark and the text
         ranks = list(map(self.rank_of.get, map(itemgetter(slice(0, p)), pairs)))
@@ -256,14 +251,14 @@ class Collapser:
         # pairs seen more than once are few (a rank repeating a line): Python for them;
         # expanding every pair's count into that many items cost a pass per line
         extra: dict[bytes, int] = {}
-        values = self._counts.values()
+        values = counts.values()
         repeated = list(map(operator.gt, values, repeat(1)))
         for text, n in zip(compress(texts, repeated), compress(values, repeated), strict=True):
             extra[text] = extra.get(text, 0) + n - 1
         return by_text, extra
 
-    def _items(self) -> list[Group | Folded]:
-        by_text, extra = self._by_text()
+    def _items(self, table: Counter[bytes]) -> list[Group | Folded]:
+        by_text, extra = self._by_text(table)
         texts = list(by_text)
         rank_sets = list(by_text.values())
         pairs = list(map(len, rank_sets))

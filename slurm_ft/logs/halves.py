@@ -20,24 +20,23 @@ from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
 import struct
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from slurm_ft import parentdeath
 from slurm_ft.logs import select
 from slurm_ft.logs.collapse import Collapser, Window
 
 # Below this a second process costs more than it saves (a fork, a temporary file) and the
 # collapse takes a fraction of a second anyway.
 MIN_BYTES = 32 << 20
-PR_SET_PDEATHSIG = 1
 _HEAD = struct.Struct("<QQB")  # pairs' bytes, pair count, whether more windows follow
 
 Pieces = Callable[[bytes], list[bytes]]
@@ -81,22 +80,21 @@ def collapse(
     ``pieces``: a block's selected lines; ``folder(hold_first)``: a fresh collapser;
     ``show``: writes windows (rendered or as JSON)."""
     first, second = split(paths, sizes)
-    whole = [select.Span(p, 0, None, n) for p, n in zip(paths, sizes, strict=True)]
     mine = folder(False)
     with contextlib.ExitStack() as stack:
         try:
             spool = stack.enter_context(tempfile.TemporaryFile())
             child = _fork_child(lambda: _second_half(second, pieces, folder(True), show, spool))
         except OSError:  # no room for the child's output, or no child: one process
-            _alone(mine, whole, pieces, show, out)
+            fold(mine, (pieces(b) for b in select.merged_blocks(paths, sizes)), show, out)
             return
         try:
-            _alone(mine, first, pieces, show, out, finish=False)
+            fold(mine, _of(first, pieces), show, out, finish=False)
             status = _reap(child)
             child = 0
             head = _read_head(spool) if status == 0 else None
             if head is None:  # the child failed: this process does its half too
-                _alone(mine, second, pieces, show, out)
+                fold(mine, _of(second, pieces), show, out)
                 return
             counts, more = head
             show(mine.joined(mine.open_window(), counts, more), out)
@@ -108,40 +106,36 @@ def collapse(
                 _reap(child)
 
 
-def _alone(
-    mine: Collapser, spans: list[select.Span], pieces: Pieces, show: Show, out: BinaryIO, finish: bool = True
+def fold(
+    folder: Collapser, batches: Iterable[list[bytes]], show: Show, out: BinaryIO, finish: bool = True
 ) -> None:
-    """Collapse ``spans`` in this process (the windows that fill are shown at once)."""
-    for block in select.merged_spans(spans):
-        mine.feed(pieces(block))
-        show(mine.take(), out)
+    """Collapse ``batches`` of lines in this process, each window shown once it fills."""
+    for batch in batches:
+        folder.feed(batch)
+        show(folder.take(), out)
     if finish:
-        show(mine.finish(), out)
+        show(folder.finish(), out)
+
+
+def _of(spans: list[select.Span], pieces: Pieces) -> Iterator[list[bytes]]:
+    return (pieces(block) for block in select.merged_spans(spans))
 
 
 def _fork_child(work: Callable[[], None]) -> int:
     """Run ``work`` in a forked child that ends with status 0 only when it completed."""
-    parent = os.getpid()
+    die_with_parent = parentdeath.hook(os.getpid())
     pid = os.fork()
     if pid:
         return pid
     status = 1
     try:
-        _die_with(parent)
+        die_with_parent()
         work()
         status = 0
     except BaseException:  # any failure: the parent redoes the work
         status = 1
     finally:
         os._exit(status)
-
-
-def _die_with(parent: int) -> None:
-    """SIGKILL when the parent dies, even by SIGKILL (it cannot clean up then)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # it died before the request took
-        os._exit(1)
 
 
 def _reap(pid: int) -> int:

@@ -26,6 +26,7 @@ BOTTOM = {
     "privatefiles",
     "childprobe",
     "logline",
+    "parentdeath",
 }
 # What each room may not import (a room is the first name below slurm_ft).
 FORBIDDEN = {

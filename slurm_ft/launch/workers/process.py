@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from slurm_ft import parentdeath
 from slurm_ft.launch.workers import survivors
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.topology.apply import inherited_by_children
 
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_POLL_S = 0.05  # without pidfds: how late a worker's exit may be seen (20 looks a second)
 SETPRIV_MAX_BYTES = 4 << 20  # how much of setpriv is read for its option table (util-linux: ~80 KB)
@@ -114,18 +114,6 @@ def become_subreaper() -> None:
     """Orphaned grandchildren of workers re-parent to the launcher, so cleanup can find them."""
     with contextlib.suppress(OSError, AttributeError):
         _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _make_preexec(launcher_pid: int) -> Callable[[], None]:
-    libc = _libc()
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        # The launcher may have died between fork and prctl: then nobody would kill us.
-        if os.getppid() != launcher_pid:
-            os._exit(1)
-
-    return preexec
 
 
 @dataclass
@@ -309,7 +297,7 @@ def popen(
     from this thread at the fork (:func:`slurm_ft.topology.apply.inherited_by_children`),
     so it is born placed. Main thread only: the parent-death signal follows the
     spawning thread."""
-    preexec = None if helper else _make_preexec(os.getpid())
+    preexec = None if helper else parentdeath.hook(os.getpid())
     with inherited_by_children(cpus, mem_node):
         return subprocess.Popen(
             [*helper, *argv],
