@@ -206,6 +206,11 @@ def bytes_written(pid: int) -> int | None:
 
 
 STOPPED_STATES = ("T", "t")  # /proc/<pid>/stat: stopped by a signal, stopped by a tracer
+# A rank in these states is not compiling, loading or evaluating: stopped, or asleep in the
+# kernel where no signal reaches it (a dead mount, a wedged driver). Seen in one at every
+# look of a silence, the warm-up does not apply (:func:`hanglearn.stopped_limit`). A rank
+# in a collective spins (R) or sleeps interruptibly (S): never taken for stopped.
+HELD_STATES = (*STOPPED_STATES, "D")
 
 
 def process_state(pid: int) -> str | None:
@@ -264,7 +269,11 @@ class NodeWatch:
         self._lives: collections.deque[Life] = collections.deque(maxlen=LIVES_KEPT)
         self._next_sample = 0.0
         self._started = 0.0
-        self._reported_silent = False
+        self._reported: tuple[bool, tuple[int, ...]] = (False, ())
+        # The ranks seen stopped or in uninterruptible sleep (HELD_STATES) at every look of
+        # the workers' current quiet stretch, from when it reached the peers' report
+        # threshold (None: not that quiet): read only then, one /proc read per rank a look.
+        self._held: set[int] | None = None
 
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
@@ -288,7 +297,8 @@ class NodeWatch:
             self.arrivals.restart()
             self._lives.clear()
             self._next_sample = now + self._every
-            self._reported_silent = False
+            self._reported = (False, ())
+            self._held = None
 
     def set_pace(self, pace: hanglearn.Pace) -> None:
         """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
@@ -358,7 +368,24 @@ class NodeWatch:
         with self._lock:
             # While the peer monitor takes the samples the loop only reads them (see _look).
             early = -math.inf if self._by_sampler else self._every / 2
-            return max(0.0, now - self._look(now, early))
+            quiet = max(0.0, now - self._look(now, early))
+            self._hold(quiet)
+            return quiet
+
+    def _hold(self, quiet: float) -> None:
+        """Note which ranks are held (stopped, uninterruptible) at this look of a quiet
+        stretch long enough to matter. Under the lock."""
+        if not self.limits.learn_silence.learning or quiet < self.limits.silence_report_after:
+            self._held = None
+            return
+        held = {rank for rank, pid in self._pids.items() if process_state(pid) in HELD_STATES}
+        self._held = held if self._held is None else self._held & held
+
+    def stopped_ranks(self) -> tuple[int, ...]:
+        """The ranks held (stopped, or in uninterruptible sleep) at every look since this
+        node's workers fell quiet for the report threshold, as of the latest :meth:`quiet`."""
+        with self._lock:
+            return tuple(sorted(self._held or ()))
 
     def _look(self, now: float, early: float) -> float:
         """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
@@ -417,16 +444,21 @@ class NodeWatch:
 
     def silence_report(self) -> str | None:
         """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just
-        reached the silence timeout, "<cycle>:0" when they spoke again; else None. Only
+        reached the silence timeout, with ":<rank>,..." when some of them are held
+        (:meth:`stopped_ranks`), "<cycle>:0" when they spoke again; else None. Only
         transitions travel, so a busy job costs the store nothing."""
         if self._index is None or not self.limits.silence:
             return None
         quiet = self.quiet()
         silent = quiet >= self.limits.silence_report_after
-        if silent == self._reported_silent:
+        state = (silent, self.stopped_ranks() if silent else ())
+        if state == self._reported:
             return None
-        self._reported_silent = silent
-        return f"{self._index}:{quiet:.3f}" if silent else f"{self._index}:0"
+        self._reported = state
+        if not silent:
+            return f"{self._index}:0"
+        held = f":{','.join(map(str, state[1]))}" if state[1] else ""
+        return f"{self._index}:{quiet:.3f}{held}"
 
     def rank_hang(self) -> Hang | None:
         if not self.limits.per_rank:
@@ -447,13 +479,29 @@ class NodeWatch:
 def parse_report(raw: str, index: int) -> float | None:
     """A peer's reported quiet seconds for cycle ``index`` (0: it spoke again); None for
     another cycle or no report yet."""
-    cycle, sep, quiet = raw.partition(":")
+    cycle, sep, rest = raw.partition(":")
     if not sep or cycle != str(index):
         return None
     try:
-        return float(quiet)
+        quiet = float(rest.partition(":")[0])
     except ValueError:
         return None
+    return quiet if math.isfinite(quiet) and quiet >= 0 else None
+
+
+def reported_held(raw: str, index: int) -> tuple[int, ...]:
+    """The ranks a peer's report for cycle ``index`` says were held at every look of its
+    silence (:meth:`NodeWatch.stopped_ranks`); () for none, or for anything malformed."""
+    if parse_report(raw, index) is None:
+        return ()
+    ranks = raw.split(":", 2)[2:]
+    if not ranks:
+        return ()
+    try:
+        held = tuple(int(r) for r in ranks[0].split(","))
+    except ValueError:
+        return ()
+    return held if all(r >= 0 for r in held) else ()
 
 
 class IterationWatch(threading.Thread):
