@@ -7,7 +7,8 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
   arrives; the bytes they write, from ``/proc/<pid>/io``: output it does not capture and
   any file they write), peers report "quiet for S seconds" with their
   heart-beat, and the coordinator judges the job as a whole: one rank that never prints
-  is not a hang while others do.
+  is not a hang while others do. A rank held in the kernel (stopped, uninterruptible)
+  through the silence is no start-up: the warm-up does not apply (:data:`HELD_STATES`).
 * **iteration** — the checkpoint iteration did not advance for ``hang.iteration_timeout``.
 * **rank** (opt-in, :mod:`slurm_ft.worker`) — a rank's heart-beats or sections, judged
   by its own launcher from the worker's shared-memory slot, with ft_launcher's meaning.
@@ -195,10 +196,19 @@ def rank_hang(verdicts: Mapping[int, tuple[Detector, float, str]]) -> Hang | Non
 
 def bytes_written(pid: int) -> int | None:
     """``wchar`` of /proc/<pid>/io: every byte the process passed to write(2), or None."""
+    return _io_count(pid, b"wchar:")
+
+
+def bytes_read(pid: int) -> int | None:
+    """``rchar`` of /proc/<pid>/io: every byte read(2) returned to the process, or None."""
+    return _io_count(pid, b"rchar:")
+
+
+def _io_count(pid: int, field: bytes) -> int | None:
     try:
         with open(f"/proc/{pid}/io", "rb") as fh:
             for line in fh:
-                if line.startswith(b"wchar:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
@@ -207,10 +217,12 @@ def bytes_written(pid: int) -> int | None:
 
 STOPPED_STATES = ("T", "t")  # /proc/<pid>/stat: stopped by a signal, stopped by a tracer
 # A rank in these states is not compiling, loading or evaluating: stopped, or asleep in the
-# kernel where no signal reaches it (a dead mount, a wedged driver). Seen in one at every
-# look of a silence, the warm-up does not apply (:func:`hanglearn.stopped_limit`). A rank
-# in a collective spins (R) or sleeps interruptibly (S): never taken for stopped.
-HELD_STATES = (*STOPPED_STATES, "D")
+# kernel where no signal reaches it (a dead mount, a wedged driver) and reading nothing: a
+# checkpoint load from a slow file system sleeps in D too, but its read bytes move. Seen in
+# one at every look of a silence, the warm-up does not apply (:func:`hanglearn.stopped_limit`).
+# A rank in a collective spins (R) or sleeps interruptibly (S): never taken for held.
+UNINTERRUPTIBLE = "D"
+HELD_STATES = (*STOPPED_STATES, UNINTERRUPTIBLE)
 
 
 def process_state(pid: int) -> str | None:
@@ -274,6 +286,7 @@ class NodeWatch:
         # the workers' current quiet stretch, from when it reached the peers' report
         # threshold (None: not that quiet): read only then, one /proc read per rank a look.
         self._held: set[int] | None = None
+        self._read: dict[int, int | None] = {}  # a held rank's read bytes at the last look
 
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
@@ -299,6 +312,7 @@ class NodeWatch:
             self._next_sample = now + self._every
             self._reported = (False, ())
             self._held = None
+            self._read = {}
 
     def set_pace(self, pace: hanglearn.Pace) -> None:
         """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
@@ -376,14 +390,25 @@ class NodeWatch:
         """Note which ranks are held (stopped, uninterruptible) at this look of a quiet
         stretch long enough to matter. Under the lock."""
         if not self.limits.learn_silence.learning or quiet < self.limits.silence_report_after:
-            self._held = None
+            self._held, self._read = None, {}
             return
-        held = {rank for rank, pid in self._pids.items() if process_state(pid) in HELD_STATES}
-        self._held = held if self._held is None else self._held & held
+        held = set()
+        candidates = self._pids.items() if self._held is None else ((r, self._pids[r]) for r in self._held)
+        for rank, pid in candidates:
+            state = process_state(pid)
+            if state in STOPPED_STATES:
+                held.add(rank)
+            elif state == UNINTERRUPTIBLE:
+                read = bytes_read(pid)
+                if self._held is None or (read is not None and read == self._read.get(rank)):
+                    held.add(rank)
+                self._read[rank] = read
+        self._held = held
 
     def stopped_ranks(self) -> tuple[int, ...]:
-        """The ranks held (stopped, or in uninterruptible sleep) at every look since this
-        node's workers fell quiet for the report threshold, as of the latest :meth:`quiet`."""
+        """The ranks held at every look since this node's workers fell quiet for the report
+        threshold (stopped; or in uninterruptible sleep without a byte read since the look
+        before: the first look cannot tell, the next ones do), as of the latest :meth:`quiet`."""
         with self._lock:
             return tuple(sorted(self._held or ()))
 

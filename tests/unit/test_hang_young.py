@@ -4,12 +4,17 @@ rule and their records, as data (the launcher runs them in tests/integration/tes
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
 
 import pytest
 
+from slurm_ft.config import HangSettings
 from slurm_ft.launch import hang, hanglearn
 from slurm_ft.launch.hanglearn import Policy
 from slurm_ft.progress import LedgerError, ledger_from_json
+from tests.support.waiting import wait_until
 
 DEFAULT = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, hanglearn.DEFAULT_WARMUP_S)
 HOUR = 3600.0
@@ -134,3 +139,62 @@ def test_the_ledger_keeps_the_start_up_and_refuses_a_bad_one() -> None:
     for bad in (-1.0, math.inf, "1", True):
         with pytest.raises(LedgerError, match="startup"):
             ledger_from_json(_ledger(bad))
+
+
+def test_a_node_names_the_ranks_held_at_every_look_of_its_quiet_and_reports_them() -> None:
+    """Two real "workers": rank 1 stopped (SIGSTOP), rank 0 asleep (S). Held ranks are read
+    only once the node was quiet for the report threshold, and kept only while held at
+    every look; the silence report names them, and a change of them travels again."""
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        os.kill(sleepers[1].pid, signal.SIGSTOP)
+        wait_until(lambda: hang.process_state(sleepers[1].pid) == "T", 5, message="rank 1 stopped")
+        limits = hang.Limits.from_settings(HangSettings())
+        assert limits.silence_report_after == 10.0
+        now = [100.0]
+        watch = hang.NodeWatch(limits, clock=lambda: now[0])
+        watch.begin(4, {0: sleepers[0].pid, 1: sleepers[1].pid}, {})
+        now[0] += 9.0
+        watch.quiet()
+        assert watch.stopped_ranks() == ()  # not quiet long enough: no /proc read
+        now[0] += 1.5
+        assert watch.silence_report() == "4:10.500:1"
+        now[0] += 5.0
+        assert watch.silence_report() is None  # nothing changed
+        os.kill(sleepers[1].pid, signal.SIGCONT)
+        wait_until(lambda: hang.process_state(sleepers[1].pid) != "T", 5, message="rank 1 continued")
+        now[0] += 5.0
+        assert watch.silence_report() == "4:20.500"  # held no longer: said again
+        os.kill(sleepers[1].pid, signal.SIGSTOP)
+        wait_until(lambda: hang.process_state(sleepers[1].pid) == "T", 5, message="rank 1 stopped")
+        now[0] += 5.0
+        watch.quiet()
+        assert watch.stopped_ranks() == ()  # not held at every look of this quiet
+        watch.end()
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+
+
+def test_a_rank_in_uninterruptible_sleep_is_held_only_while_it_reads_nothing(monkeypatch) -> None:
+    """D is where a dead mount keeps a rank, and where a checkpoint load from a slow file
+    system spends most of its time: the loading rank's read bytes move, the stuck one's do
+    not (this machine cannot hold a process in D on demand: the state is given here)."""
+    read = {101: 5_000, 102: 7_000}
+    monkeypatch.setattr(hang, "process_state", lambda pid: "D")
+    monkeypatch.setattr(hang, "bytes_read", lambda pid: read[pid])
+    now = [0.0]
+    watch = hang.NodeWatch(hang.Limits.from_settings(HangSettings()), clock=lambda: now[0])
+    watch.begin(0, {0: 101, 1: 102}, {})
+    now[0] += 10.0
+    watch.quiet()
+    assert watch.stopped_ranks() == (0, 1)  # the first look cannot tell
+    read[101] += 1 << 20  # rank 0 loads a checkpoint; rank 1 is stuck
+    now[0] += 5.0
+    watch.quiet()
+    assert watch.stopped_ranks() == (1,)
+    now[0] += 5.0
+    watch.quiet()
+    assert watch.stopped_ranks() == (1,)
+    watch.end()
