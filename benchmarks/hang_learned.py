@@ -124,11 +124,12 @@ def young_once(kind: str, every: float, steps: int, tmp: Path) -> tuple[float, f
     output = (tmp / "logs" / f"job_cycle{cycle}.log").read_text()
     went = max(float(t) for t in re.findall(r"goes silent at ([0-9.]+)", output))
     detail = str(failure["detail"])
-    rule = "stopped-rank rule" if "stopped-rank rule" in detail else "learned"
-    if "warm-up ended at" in detail:
-        rule += ", warm-up ended by the known start-up"
-    elif "learned" not in detail:
-        rule = detail[detail.rfind("(") + 1 : -1]
+    if "stopped-rank rule" in detail:
+        rule = "stopped-rank rule"
+    elif "warm-up ended at" in detail:
+        rule = "learned, warm-up ended by the known start-up"
+    else:
+        rule = detail[detail.find("(") + 1 : -1]
     return float(failure["time"]) - went, float(record["end_time"]) - went, rule
 
 
