@@ -186,9 +186,12 @@ def _starting(policy: Policy, rhythm: Rhythm, life: float, began: float, gap: fl
         return replace(rhythm, mark=life, long=life - rhythm.started > policy.floor, steady=0.0)
     if gap > policy.floor and began < warm_until(policy, rhythm):
         return replace(rhythm, mark=life, long=True, steady=0.0)
-    rhythm = replace(rhythm, steady=max(rhythm.steady, gap))
     startup = rhythm.mark - rhythm.started
-    if startup <= rhythm.startup or life - rhythm.mark < max(policy.floor, policy.factor * startup):
+    if startup <= rhythm.startup:  # confirmed: nothing to note until the mark moves
+        return rhythm
+    if gap > rhythm.steady:
+        rhythm = replace(rhythm, steady=gap)
+    if life - rhythm.mark < max(policy.floor, policy.factor * startup):
         return rhythm
     return replace(
         rhythm,
