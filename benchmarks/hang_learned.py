@@ -10,6 +10,7 @@ it on its own::
     python -m benchmarks.hang_learned --cpu 40 --applog
     python -m benchmarks.hang_learned --cpu 40 --after 310
     python -m benchmarks.hang_learned --every 1 --steps 330 --runs 1 --uncaptured
+    python -m benchmarks.hang_learned --young second --every 0.5 --steps 30 --runs 3
 
 Detection: 2 simulated nodes (``--nodes``) x 2 workers print a line every ``--every`` s for
 ``--steps`` steps (``--print-ranks 0``: only rank 0, on node 0, prints), then every rank
@@ -19,6 +20,14 @@ workers stopped, their stacks kept). The warm-up (``--hang-initial-timeout``,
 ``--uncaptured``: no cycle log, the workers write to the launcher's own streams (it samples
 their byte counts); with ``--steps`` past 305 s of lines the hang comes in the coarse phase
 (``hanglearn.coarse``: 5 minutes after the warm-up).
+
+Young cycles (``--young``, issue 46): the default warm-up (600 s) and no progress source,
+2 simulated nodes x 2 workers printing every ``--every`` s; the hang comes ``--steps`` lines
+into the cycle: ``second``: in the second cycle (the first printed for 25 s and crashed, so
+the ledger knows the job's start-up); ``requeue``: in the first cycle of a requeued attempt
+(the first attempt printed for 25 s and finished); ``stopped``: in the first cycle, rank 3
+stops itself (SIGSTOP) while the others wait. Reported as for any hang, with the rule that
+judged.
 
 CPU: one node (``--nodes``: node 0 of that many), 2 workers each printing a line a second
 for ``--cpu`` s, the launcher's own CPU (its threads' schedstat, ns) with learning on
@@ -74,6 +83,54 @@ def detection_once(
     # The verdict's time and the cycle's end (the last worker stopped), against the last
     # line (all on this machine's clock).
     return float(failure["time"]) - went, float(record["end_time"]) - went
+
+
+YOUNG = ("second", "requeue", "stopped")
+EARLY_STEPS = 50  # the cycle or attempt before the hang: this many lines, then an exit
+
+
+def young_once(kind: str, every: float, steps: int, tmp: Path) -> tuple[float, float, str]:
+    """(from the last line to the verdict, to the cycle's end, the rule) for a hang
+    ``steps`` lines into a young cycle (see the module's docstring)."""
+    log = tmp / "logs" / "job.log"
+    args = [*BASE, "--applog-prefix", str(log), "--max-restarts", "1"]
+    rhythm = ["--every", f"{every:g}", "--steps", str(steps)]
+    attempt, cycle, extra = 0, 0, []
+    if kind == "second":
+        cycle, extra = 1, ["--cycle", "1", "--early-exit", "3", "--early-steps", str(EARLY_STEPS)]
+    elif kind == "requeue":
+        first = SimJob(
+            tmp, 2, args, [str(WORKER), "finish", "--every", f"{every:g}", "--steps", str(EARLY_STEPS)]
+        )
+        first.start()
+        try:
+            first.wait(EARLY_STEPS * every * 1.5 + 60)
+        finally:
+            first.kill()
+        attempt = cycle = 1
+        extra = ["--cycle", "1"]
+    else:
+        extra = ["--stop-rank", "3"]
+    job = SimJob(tmp, 2, args, [str(WORKER), "hang", *rhythm, *extra], attempt=attempt)
+    job.start()
+    try:
+        job.wait(EARLY_STEPS * every * 1.5 + steps * every * 1.5 + 200)
+    finally:
+        job.kill()
+    record = job.cycle_record(cycle)
+    failure = record["first_failure"]
+    if not failure or failure.get("detector") != "silence":
+        raise SystemExit(f"expected a silence hang in cycle {cycle}, got {failure}")
+    output = (tmp / "logs" / f"job_cycle{cycle}.log").read_text()
+    went = max(float(t) for t in re.findall(r"goes silent at ([0-9.]+)", output))
+    detail = str(failure["detail"])
+    if "stopped-rank rule" in detail:
+        rule = "stopped-rank rule"
+    elif "warm-up ended at" in detail:
+        rule = "learned, warm-up ended by the known start-up"
+    else:
+        rule = detail[detail.find("(") + 1 : -1]
+    return float(failure["time"]) - went, float(record["end_time"]) - went, rule
 
 
 def launcher_cpu_ns(pid: int) -> int:
@@ -136,7 +193,27 @@ def main() -> int:
     p.add_argument("--applog", action="store_true", help="with --cpu: the workers' lines go to a cycle log")
     p.add_argument("--after", type=float, default=0.0, help="with --cpu: the window starts S s later")
     p.add_argument("--uncaptured", action="store_true", help="detection: no cycle log")
+    p.add_argument("--young", choices=YOUNG, help="detection: a hang in a young cycle (the default warm-up)")
     a = p.parse_args()
+    if a.young:
+        found, stopped = [], []
+        for _ in range(a.runs):
+            with tempfile.TemporaryDirectory() as d:
+                silent, end, rule = young_once(a.young, a.every, a.steps, Path(d))
+            found.append(silent)
+            stopped.append(end)
+            print(
+                f"young ({a.young}), every {a.every:g}s, silent after {a.steps} lines: hang found "
+                f"{silent:.1f}s after the last line ({rule}); workers stopped {end:.1f}s after it",
+                flush=True,
+            )
+        goal = max(30.0, 10 * a.every)
+        print(
+            f"young ({a.young}), {a.runs} run(s): found after median {statistics.median(found):.1f}s "
+            f"(max {max(found):.1f}s; goal <= {goal:g}s plus the stacks); stopped after median "
+            f"{statistics.median(stopped):.1f}s (max {max(stopped):.1f}s)"
+        )
+        return 0
     if a.cpu:
         rows = []
         for _ in range(a.runs):

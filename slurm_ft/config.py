@@ -154,7 +154,7 @@ class HangSettings:
     # the job's signs of life, at least learned_floor, at most timeout; 0: fixed timeouts.
     safety_factor: float = 7.0  # hanglearn.DEFAULT_FACTOR (why 7: its comment)
     learned_floor: float = 20.0
-    initial_timeout: float = 600.0  # each cycle's warm-up at most (ends at its first progress)
+    initial_timeout: float = 600.0  # each cycle's warm-up at most (see hanglearn.warm_until)
     rank_heartbeat_timeout: float = 0.0  # slurm_ft.worker.heartbeat() not called for this long
     rank_initial_heartbeat_timeout: float = 0.0  # ... before a rank's first heartbeat
     rank_section_timeouts: list[str] = field(default_factory=list)  # "name=S" entries

@@ -172,8 +172,11 @@ MEANING: dict[str, str] = {
     "--hang-learned-floor": "a learned timeout is never below S seconds",
     "--hang-initial-timeout": (
         "each cycle's warm-up (start-up, checkpoint load, compilation), judged by `--hang-timeout` "
-        "only and teaching the learned timeouts nothing: its first S seconds, or with a progress "
-        "source less, until the cycle's first progress ([hangs](../guides/hangs.md))"
+        "only and teaching the learned timeouts nothing: its first S seconds, or less: with a "
+        "progress source until the cycle's first progress, and once the ledger knows how the job "
+        "starts, until max(`--hang-learned-floor`, F × that start-up); a rank stopped or in "
+        "uninterruptible sleep through the job's silence is judged whatever the warm-up says "
+        "([hangs](../guides/hangs.md))"
     ),
     "--rank-heartbeat-timeout": (
         "opt-in: a rank that called `slurm_ft.worker.heartbeat()` did not call it again for S seconds"

@@ -447,7 +447,8 @@ HANG = OptionGroup(
             metavar="S",
             help="each cycle's warm-up (start-up, checkpoint load, compilation), judged by "
             "--hang-timeout only and teaching the learned timeouts nothing: its first S s, or "
-            "less with a progress source, until the cycle's first progress",
+            "less: until the cycle's first progress (a progress source), or until F x the job's "
+            "start-up that the ledger knows",
             setting="hang.initial_timeout",
         ),
         _opt(

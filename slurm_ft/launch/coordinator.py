@@ -329,7 +329,7 @@ class Coordinator:
         """The start record must exist before workers read SLURM_FT_CYCLE_INFO; the counter
         can wait until they run (the records alone also give the number)."""
         if self.jury is not None:
-            self.jury.new_cycle()
+            self.jury.new_cycle(self.tracker.known_startup() if self.tracker is not None else 0.0)
         self.books.open_cycle(run, i, cycle, decision)
         self.books.defer(lambda: cyclecount.write_next_cycle(self.cfg.state, cycle + 1, self.books.io))
         self.client.publish_decision(i, decision)
@@ -343,9 +343,19 @@ class Coordinator:
         self.close()
         self.threads = threads
         history = self.tracker.learned_gaps() if self.tracker is not None else (0.0, 0.0)
+        startup = self.tracker.known_startup() if self.tracker is not None else 0.0
         add_line = self.books.io.add_line
         self.jury = JobJudge(
-            self.cfg, self.client, threads, hangs, self.ev, self.spares, self.clock, add_line, history
+            self.cfg,
+            self.client,
+            threads,
+            hangs,
+            self.ev,
+            self.spares,
+            self.clock,
+            add_line,
+            history,
+            startup=startup,
         )
 
     def judge(self, i: int) -> Failure | None:
@@ -379,7 +389,8 @@ class Coordinator:
         self.books.close_cycle(run, i, cycle, decision, result, later=not success)
         if self.tracker is not None:
             gaps = self.jury.learned_gaps() if self.jury is not None else (None, None)
-            self.tracker.after_cycle(cycle, result.outcome.value, gaps)
+            startup = self.jury.learned_startup() if self.jury is not None else None
+            self.tracker.after_cycle(cycle, result.outcome.value, gaps, startup)
 
     def stopping(self, i: int, decision: Decision) -> Exit:
         """Node 0 decided to stop: the decision is the final answer, announced on the way out."""

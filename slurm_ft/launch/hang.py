@@ -7,7 +7,8 @@ Three families, each off when its timeout is 0 (settings ``hang.*``):
   arrives; the bytes they write, from ``/proc/<pid>/io``: output it does not capture and
   any file they write), peers report "quiet for S seconds" with their
   heart-beat, and the coordinator judges the job as a whole: one rank that never prints
-  is not a hang while others do.
+  is not a hang while others do. A rank held in the kernel (stopped, uninterruptible)
+  through the silence is no start-up: the warm-up does not apply (:data:`HELD_STATES`).
 * **iteration** — the checkpoint iteration did not advance for ``hang.iteration_timeout``.
 * **rank** (opt-in, :mod:`slurm_ft.worker`) — a rank's heart-beats or sections, judged
   by its own launcher from the worker's shared-memory slot, with ft_launcher's meaning.
@@ -195,10 +196,19 @@ def rank_hang(verdicts: Mapping[int, tuple[Detector, float, str]]) -> Hang | Non
 
 def bytes_written(pid: int) -> int | None:
     """``wchar`` of /proc/<pid>/io: every byte the process passed to write(2), or None."""
+    return _io_count(pid, b"wchar:")
+
+
+def bytes_read(pid: int) -> int | None:
+    """``rchar`` of /proc/<pid>/io: every byte read(2) returned to the process, or None."""
+    return _io_count(pid, b"rchar:")
+
+
+def _io_count(pid: int, field: bytes) -> int | None:
     try:
         with open(f"/proc/{pid}/io", "rb") as fh:
             for line in fh:
-                if line.startswith(b"wchar:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
@@ -206,6 +216,13 @@ def bytes_written(pid: int) -> int | None:
 
 
 STOPPED_STATES = ("T", "t")  # /proc/<pid>/stat: stopped by a signal, stopped by a tracer
+# A rank in these states is not compiling, loading or evaluating: stopped, or asleep in the
+# kernel where no signal reaches it (a dead mount, a wedged driver) and reading nothing: a
+# checkpoint load from a slow file system sleeps in D too, but its read bytes move. Seen in
+# one at every look of a silence, the warm-up does not apply (:func:`hanglearn.stopped_limit`).
+# A rank in a collective spins (R) or sleeps interruptibly (S): never taken for held.
+UNINTERRUPTIBLE = "D"
+HELD_STATES = (*STOPPED_STATES, UNINTERRUPTIBLE)
 
 
 def process_state(pid: int) -> str | None:
@@ -264,7 +281,12 @@ class NodeWatch:
         self._lives: collections.deque[Life] = collections.deque(maxlen=LIVES_KEPT)
         self._next_sample = 0.0
         self._started = 0.0
-        self._reported_silent = False
+        self._reported: tuple[bool, tuple[int, ...]] = (False, ())
+        # The ranks seen stopped or in uninterruptible sleep (HELD_STATES) at every look of
+        # the workers' current quiet stretch, from when it reached the peers' report
+        # threshold (None: not that quiet): read only then, one /proc read per rank a look.
+        self._held: set[int] | None = None
+        self._read: dict[int, int | None] = {}  # a held rank's read bytes at the last look
 
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
@@ -288,7 +310,9 @@ class NodeWatch:
             self.arrivals.restart()
             self._lives.clear()
             self._next_sample = now + self._every
-            self._reported_silent = False
+            self._reported = (False, ())
+            self._held = None
+            self._read = {}
 
     def set_pace(self, pace: hanglearn.Pace) -> None:
         """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
@@ -358,7 +382,35 @@ class NodeWatch:
         with self._lock:
             # While the peer monitor takes the samples the loop only reads them (see _look).
             early = -math.inf if self._by_sampler else self._every / 2
-            return max(0.0, now - self._look(now, early))
+            quiet = max(0.0, now - self._look(now, early))
+            self._hold(quiet)
+            return quiet
+
+    def _hold(self, quiet: float) -> None:
+        """Note which ranks are held (stopped, uninterruptible) at this look of a quiet
+        stretch long enough to matter. Under the lock."""
+        if not self.limits.learn_silence.learning or quiet < self.limits.silence_report_after:
+            self._held, self._read = None, {}
+            return
+        held = set()
+        candidates = self._pids.items() if self._held is None else ((r, self._pids[r]) for r in self._held)
+        for rank, pid in candidates:
+            state = process_state(pid)
+            if state in STOPPED_STATES:
+                held.add(rank)
+            elif state == UNINTERRUPTIBLE:
+                read = bytes_read(pid)
+                if self._held is None or (read is not None and read == self._read.get(rank)):
+                    held.add(rank)
+                self._read[rank] = read
+        self._held = held
+
+    def stopped_ranks(self) -> tuple[int, ...]:
+        """The ranks held at every look since this node's workers fell quiet for the report
+        threshold (stopped; or in uninterruptible sleep without a byte read since the look
+        before: the first look cannot tell, the next ones do), as of the latest :meth:`quiet`."""
+        with self._lock:
+            return tuple(sorted(self._held or ()))
 
     def _look(self, now: float, early: float) -> float:
         """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
@@ -417,16 +469,21 @@ class NodeWatch:
 
     def silence_report(self) -> str | None:
         """A change worth telling node 0: "<cycle>:<quiet s>" when this node's workers just
-        reached the silence timeout, "<cycle>:0" when they spoke again; else None. Only
+        reached the silence timeout, with ":<rank>,..." when some of them are held
+        (:meth:`stopped_ranks`), "<cycle>:0" when they spoke again; else None. Only
         transitions travel, so a busy job costs the store nothing."""
         if self._index is None or not self.limits.silence:
             return None
         quiet = self.quiet()
         silent = quiet >= self.limits.silence_report_after
-        if silent == self._reported_silent:
+        state = (silent, self.stopped_ranks() if silent else ())
+        if state == self._reported:
             return None
-        self._reported_silent = silent
-        return f"{self._index}:{quiet:.3f}" if silent else f"{self._index}:0"
+        self._reported = state
+        if not silent:
+            return f"{self._index}:0"
+        held = f":{','.join(map(str, state[1]))}" if state[1] else ""
+        return f"{self._index}:{quiet:.3f}{held}"
 
     def rank_hang(self) -> Hang | None:
         if not self.limits.per_rank:
@@ -447,13 +504,29 @@ class NodeWatch:
 def parse_report(raw: str, index: int) -> float | None:
     """A peer's reported quiet seconds for cycle ``index`` (0: it spoke again); None for
     another cycle or no report yet."""
-    cycle, sep, quiet = raw.partition(":")
+    cycle, sep, rest = raw.partition(":")
     if not sep or cycle != str(index):
         return None
     try:
-        return float(quiet)
+        quiet = float(rest.partition(":")[0])
     except ValueError:
         return None
+    return quiet if math.isfinite(quiet) and quiet >= 0 else None
+
+
+def reported_held(raw: str, index: int) -> tuple[int, ...]:
+    """The ranks a peer's report for cycle ``index`` says were held at every look of its
+    silence (:meth:`NodeWatch.stopped_ranks`); () for none, or for anything malformed."""
+    if parse_report(raw, index) is None:
+        return ()
+    ranks = raw.split(":", 2)[2:]
+    if not ranks:
+        return ()
+    try:
+        held = tuple(int(r) for r in ranks[0].split(","))
+    except ValueError:
+        return ()
+    return held if all(r >= 0 for r in held) else ()
 
 
 class IterationWatch(threading.Thread):

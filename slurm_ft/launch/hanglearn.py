@@ -14,6 +14,14 @@ comes first: a job that restarts every few minutes would otherwise spend every c
 its warm-up and never meet its learned limits. Until a gap is known (the first cycle,
 before its second sign of life after the warm-up) the ceiling applies too.
 
+A job also shows how it starts (:func:`startup_seen`): the end of the last silence longer
+than ``floor`` that began in a cycle's warm-up (or its first sign of life), once a steady
+stretch after it (no gap above ``floor``) lasted ``max(floor, factor x`` that start-up``)``.
+The ledger keeps it, and from then on a cycle's warm-up ends ``max(floor, factor x`` the
+known start-up``)`` after its start (:func:`warm_until`): the start-up is judged as one gap
+more, from the cycle's start. A start-up that is still silent at the end of a cycle
+(compiling when another rank failed) counts as lasting to that end.
+
 Every function here is O(1): the launcher calls :func:`observe` once per sign of life its
 samples found and :func:`limit` once per watch tick.
 """
@@ -121,11 +129,37 @@ class Rhythm:
     cycle_longest: float = 0.0
     progressed: float = math.inf  # the cycle's first progress (:func:`progressed`)
     rose: float = -math.inf  # when the longest gap last rose by more than the fine grain
+    known_startup: float = 0.0  # the job's start-up from earlier cycles (s; 0: unknown)
+    # This cycle's start-up (:func:`startup_seen`): ``mark`` ends it if the stretch after it
+    # stays steady (``steady``: its longest gap, none above the floor) for long enough;
+    # ``long``: a silence above the floor ended there; ``startup``: the confirmed one (s).
+    mark: float = -math.inf
+    long: bool = False
+    steady: float = 0.0
+    startup: float = 0.0
+    hung: bool = False  # a verdict ended the cycle: its last silence was no start-up
 
 
 def warm_until(policy: Policy, rhythm: Rhythm) -> float:
-    """When the cycle's warm-up ends: ``warmup`` after its start, or at its first progress."""
-    return min(rhythm.started + policy.warmup, rhythm.progressed)
+    """When the cycle's warm-up ends: ``warmup`` after its start, at its first progress, or
+    where the job's known start-up ends (:func:`young_warmup`), whichever comes first."""
+    return min(
+        rhythm.started + policy.warmup, rhythm.progressed, rhythm.started + young_warmup(policy, rhythm)
+    )
+
+
+def young_warmup(policy: Policy, rhythm: Rhythm) -> float:
+    """The warm-up the job's known start-up gives a cycle: ``max(floor, factor x`` it``)``,
+    the limit of a gap that long (infinite: no start-up known, or learning off)."""
+    if not policy.learning or rhythm.known_startup <= 0:
+        return math.inf
+    return max(policy.floor, policy.factor * rhythm.known_startup)
+
+
+def ended_by_startup(policy: Policy, rhythm: Rhythm) -> bool:
+    """Whether the known start-up, not ``warmup`` or the first progress, ends the warm-up."""
+    young = rhythm.started + young_warmup(policy, rhythm)
+    return young < min(rhythm.started + policy.warmup, rhythm.progressed)
 
 
 def progressed(rhythm: Rhythm, at: float) -> Rhythm:
@@ -137,9 +171,51 @@ def progressed(rhythm: Rhythm, at: float) -> Rhythm:
     return replace(rhythm, progressed=at)
 
 
-def begin(started: float, history: float) -> Rhythm:
-    """A cycle's rhythm at its start, knowing the job's longest gap so far."""
-    return Rhythm(started, started, max(0.0, history), 0.0)
+def begin(started: float, history: float, startup: float = 0.0) -> Rhythm:
+    """A cycle's rhythm at its start, knowing the job's longest gap and start-up so far."""
+    return Rhythm(started, started, max(0.0, history), 0.0, known_startup=max(0.0, startup))
+
+
+def _starting(policy: Policy, rhythm: Rhythm, life: float, began: float, gap: float) -> Rhythm:
+    """This cycle's start-up after a sign of life at ``life`` ended a gap of ``gap`` s: the
+    first sign, and every silence above the floor that began in the warm-up, may end it
+    (the mark moves there); it is confirmed once the steady stretch after the mark lasted
+    ``max(floor, factor x`` the start-up``)``. Confirming folds that stretch's gaps into the
+    learned ones: they began before the warm-up's end, but after the start-up."""
+    if rhythm.mark == -math.inf:  # the first sign: the silence before it is the cycle's start
+        return replace(rhythm, mark=life, long=life - rhythm.started > policy.floor, steady=0.0)
+    if gap > policy.floor and began < warm_until(policy, rhythm):
+        return replace(rhythm, mark=life, long=True, steady=0.0)
+    startup = rhythm.mark - rhythm.started
+    if startup <= rhythm.startup:  # confirmed: nothing to note until the mark moves
+        return rhythm
+    if gap > rhythm.steady:
+        rhythm = replace(rhythm, steady=gap)
+    if life - rhythm.mark < max(policy.floor, policy.factor * startup):
+        return rhythm
+    return replace(
+        rhythm,
+        startup=startup,
+        longest=max(rhythm.longest, rhythm.steady),
+        cycle_longest=max(rhythm.cycle_longest, rhythm.steady),
+    )
+
+
+def startup_seen(policy: Policy, rhythm: Rhythm, now: float) -> float | None:
+    """This cycle's start-up for the ledger (s from its start; None: not known): the
+    confirmed one, or later where a silence above the floor ended after it; and where the
+    cycle ends in a silence above the floor that began in its warm-up and no verdict
+    judged it (a start-up cut short: compiling while another rank failed), its whole
+    length: a shorter one would end the next cycle's warm-up inside that silence."""
+    if not policy.learning:
+        return None
+    seen = rhythm.startup
+    if rhythm.long and rhythm.mark - rhythm.started > seen:
+        seen = rhythm.mark - rhythm.started
+    open_gap = now - rhythm.last_life
+    if not rhythm.hung and open_gap > policy.floor and rhythm.last_life < warm_until(policy, rhythm):
+        seen = max(seen, now - rhythm.started)
+    return seen or None
 
 
 def observe(policy: Policy, rhythm: Rhythm, life: float, since: float | None = None) -> Rhythm:
@@ -154,6 +230,8 @@ def observe(policy: Policy, rhythm: Rhythm, life: float, since: float | None = N
     # A sampled sign inside an exact gap is timed late (at the sample): the whole gap counts.
     began = rhythm.last_life if since is None else since
     gap = life - began
+    if policy.learning:
+        rhythm = _starting(policy, rhythm, life, began, gap)
     learnable = began > rhythm.started and began >= warm_until(policy, rhythm)
     if not learnable:
         return replace(rhythm, last_life=life)
@@ -178,8 +256,26 @@ def judged(policy: Policy, rhythm: Rhythm, silence: float) -> Rhythm:
     if not policy.learning or silence <= 0:
         return rhythm
     return replace(
-        rhythm, longest=max(rhythm.longest, silence), cycle_longest=max(rhythm.cycle_longest, silence)
+        rhythm,
+        longest=max(rhythm.longest, silence),
+        cycle_longest=max(rhythm.cycle_longest, silence),
+        hung=True,
     )
+
+
+def judged_stopped(rhythm: Rhythm) -> Rhythm:
+    """The rhythm after the stopped-rank rule judged a hang: its silence was no start-up
+    (:func:`startup_seen`) and, being no silent pass of the job's, is not learned."""
+    return replace(rhythm, hung=True)
+
+
+def stopped_limit(policy: Policy, rhythm: Rhythm) -> float:
+    """The silence that is a hang when a rank sat stopped (``T``) or in uninterruptible
+    sleep (``D``) at every look of it: such a rank is not compiling or loading, so the
+    warm-up does not apply: the learned limit, the floor while no gap is known (0: off)."""
+    if not policy.learning:
+        return 0.0
+    return learned(policy, rhythm.longest)
 
 
 def learned(policy: Policy, longest: float) -> float:
@@ -296,12 +392,45 @@ def limit(policy: Policy, rhythm: Rhythm, now: float) -> float:
 
 
 def basis(policy: Policy, rhythm: Rhythm, now: float, fixed_name: str) -> str:
-    """Why the limit is what it is, for the hang's detail and the launcher log."""
+    """Why the limit is what it is, for the hang's detail and the launcher log: which rule
+    judged (the fixed timeout, or the learned one, past a warm-up that the job's known
+    start-up ended)."""
     value = limit(policy, rhythm, now)
     if value == policy.ceiling or not policy.learning:
         return f"{fixed_name} {value:g}s"
+    return _learned_basis(policy, rhythm, value) + _young(policy, rhythm, now)
+
+
+def _learned_basis(policy: Policy, rhythm: Rhythm, value: float) -> str:
     gap = rhythm.longest
     return f"learned {value:.1f}s = max({policy.floor:g}s, {policy.factor:g} x longest gap {gap:.1f}s)"
+
+
+def _young(policy: Policy, rhythm: Rhythm, now: float) -> str:
+    """The warm-up rule, while the cycle is young enough for it to matter."""
+    if not ended_by_startup(policy, rhythm) or now - rhythm.started >= policy.warmup:
+        return ""
+    return f"; warm-up {startup_basis(policy, rhythm)}"
+
+
+def startup_basis(policy: Policy, rhythm: Rhythm) -> str:
+    """How the known start-up ended the warm-up, for the launcher log."""
+    known = rhythm.known_startup
+    young = young_warmup(policy, rhythm)
+    return (
+        f"ended at {young:.1f}s = max({policy.floor:g}s, {policy.factor:g} x the job's start-up {known:.1f}s)"
+    )
+
+
+def stopped_basis(policy: Policy, rhythm: Rhythm, ranks: Iterable[int]) -> str:
+    """The stopped-rank rule's reason, for the hang's detail."""
+    value = stopped_limit(policy, rhythm)
+    which = ", ".join(map(str, sorted(set(ranks))))
+    why = (
+        _learned_basis(policy, rhythm, value) if rhythm.longest > 0 else f"the floor {value:g}s, no gap known"
+    )
+    held = f"rank(s) {which} stopped or in uninterruptible sleep at every look"
+    return f"stopped-rank rule: {held}, so no start-up: {why}"
 
 
 def worth_saying(said: float | None, now_limit: float) -> bool:
@@ -320,13 +449,14 @@ def simulate(
     start_gap: float = 0.0,
     history_gap: float = 0.0,
     progress_at: float | None = None,
+    startup: float = 0.0,
 ) -> float | None:
     """A trainer that shows life after ``start_gap`` and then after each of ``intervals``
-    seconds (its first progress at ``progress_at``, if any), judged through :func:`observe`
-    and :func:`limit` exactly as the watch judges it: the first interval (from its start, in
-    seconds) that would have been called a hang, or None. For the tests and the README's
-    claims; the gap is judged while open."""
-    rhythm = begin(0.0, history_gap)
+    seconds (its first progress at ``progress_at``, if any; the job's known ``startup``),
+    judged through :func:`observe` and :func:`limit` exactly as the watch judges it: the
+    first interval (from its start, in seconds) that would have been called a hang, or
+    None. For the tests and the README's claims; the gap is judged while open."""
+    rhythm = begin(0.0, history_gap, startup)
     if progress_at is not None:
         rhythm = progressed(rhythm, progress_at)
     now = start_gap

@@ -6,6 +6,7 @@ this node's own workers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -45,11 +46,13 @@ class JobJudge:
         add_line: Callable[[Path, bytes], None] | None = None,
         history: tuple[float, float] = (0.0, 0.0),
         ticks: Callable[[], float] = time.monotonic,
+        startup: float = 0.0,
     ) -> None:
         """``add_line``: how a line is appended to the state dir (the launcher's is bounded
         in time: a state dir on a dead mount must not keep a thread, and so the process).
         ``history``: the job's longest silence and iteration gaps so far (the ledger's),
-        for the learned timeouts; ``ticks`` is their clock (the watch's)."""
+        for the learned timeouts; ``ticks`` is their clock (the watch's). ``startup``: the
+        job's known start-up (the ledger's; 0: unknown), which ends a cycle's warm-up."""
         self.cfg = cfg
         self.client = client
         self.threads = threads
@@ -64,7 +67,8 @@ class JobJudge:
         self.learn_silence = hangs.limits.learn_silence
         self.learn_iteration = hang.Limits.from_settings(cfg.settings.hang, spec is not None).learn_iteration
         self.history = history
-        self.silence_rhythm = hanglearn.begin(ticks(), history[0])
+        self.silence_rhythm = hanglearn.begin(ticks(), history[0], startup)
+        self.said_warm = False  # the launcher log said that the known start-up ended the warm-up
         self.iteration_rhythm = hanglearn.begin(ticks(), history[1])
         self.said: dict[str, float | None] = {"silence": None, "iteration": None}
         self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
@@ -82,16 +86,23 @@ class JobJudge:
             self.iterations = hang.IterationWatch(read, period, on_change=on_change)
             self.iterations.start()
 
-    def new_cycle(self) -> None:
-        """A cycle's workers start: its warm-up begins (until ``--hang-initial-timeout`` or
-        its first progress); the gaps learned so far are kept."""
+    def new_cycle(self, startup: float = 0.0) -> None:
+        """A cycle's workers start: its warm-up begins (until ``--hang-initial-timeout``, its
+        first progress, or the end of the job's known ``startup``, the ledger's); the gaps
+        learned so far are kept."""
         if self.iterations is not None:
             self.iterations.restart()
         now = self.ticks()
-        self.silence_rhythm = hanglearn.begin(now, self.silence_rhythm.longest)
+        self.silence_rhythm = hanglearn.begin(now, self.silence_rhythm.longest, startup)
+        self.said_warm = False
         self.iteration_rhythm = hanglearn.begin(now, self.iteration_rhythm.longest)
         self.peer_seen.clear()
         self.fresh = True
+
+    def learned_startup(self) -> float | None:
+        """This cycle's start-up as far as it is known (:func:`hanglearn.startup_seen`), for
+        the ledger at the cycle's end."""
+        return hanglearn.startup_seen(self.learn_silence, self.silence_rhythm, self.ticks())
 
     def learned_gaps(self) -> tuple[float | None, float | None]:
         """This cycle's longest silence and iteration gaps (None: none learned), for the ledger."""
@@ -137,15 +148,20 @@ class JobJudge:
         policy = self.learn_silence
         if self.fresh:  # the cycle's first look: its watch began ``own`` ago
             self.fresh = False
-            self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest)
+            known = self.silence_rhythm.known_startup
+            self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest, known)
         self._note_progress()
+        self._note_warm(now)
         rhythm = self.silence_rhythm
         learning = policy.learning and now >= hanglearn.warm_until(policy, rhythm)
         # The peers matter only once node 0's own workers were quiet long enough for a gap
-        # to count (the job's gaps are those of all its nodes together; while node 0's
-        # workers write, the job's quiet is at most theirs): one store read a tick then.
+        # to count, or for a held rank to matter (the job's gaps are those of all its nodes
+        # together; while node 0's workers write, the job's quiet is at most theirs): one
+        # store read a tick then.
+        peers: list[int] = []
+        reports: list[str] = []
         if limits.silence and (
-            own >= limits.silence or not node0_runs or (learning and own >= policy.report_after)
+            own >= limits.silence or not node0_runs or (policy.learning and own >= policy.report_after)
         ):
             peers = [k for k in active if k != host]
             reports = self.client.silences(peers) if peers else []
@@ -167,6 +183,11 @@ class JobJudge:
             if silent is not None:
                 self.silence_rhythm = hanglearn.judged(policy, self.silence_rhythm, min(quiet))
                 return silent
+            own_held = self.hangs.stopped_ranks() if node0_runs else ()
+            held = [*own_held, *(r for raw in reports for r in hang.reported_held(raw, i))]
+            silent = self._held_hang(quiet, held, timeout)
+            if silent is not None:
+                return silent
         if self.iterations is None:
             return None
         ipolicy = self.learn_iteration
@@ -184,6 +205,22 @@ class JobJudge:
                 self.iteration_rhythm = hanglearn.judged(ipolicy, self.iteration_rhythm, still)
             return stalled
         return None
+
+    def _held_hang(self, quiet: list[float], held: list[int], timeout: float) -> hang.Hang | None:
+        """The stopped-rank rule: the job silent for :func:`hanglearn.stopped_limit` while
+        a rank sat stopped or in uninterruptible sleep at every look of it (no start-up
+        looks like that), where that limit lies below the one in force (the warm-up's)."""
+        if not held:
+            return None
+        policy = self.learn_silence
+        limit = hanglearn.stopped_limit(policy, self.silence_rhythm)
+        if not limit or limit >= timeout:
+            return None
+        found = hang.judge_silence(quiet, limit, hanglearn.stopped_basis(policy, self.silence_rhythm, held))
+        if found is None:
+            return None
+        self.silence_rhythm = hanglearn.judged_stopped(self.silence_rhythm)
+        return dataclasses.replace(found, ranks=tuple(sorted(set(held))))
 
     def _note_progress(self) -> None:
         """The cycle's first progress ends its warm-up (:func:`hanglearn.progressed`); the
@@ -239,6 +276,16 @@ class JobJudge:
         if seen is None or seen[0] != raw:
             self.peer_seen[k] = seen = (raw, now)
         return value + (now - seen[1])
+
+    def _note_warm(self, now: float) -> None:
+        """The launcher log says when the job's known start-up ended the warm-up (the
+        learned limits apply from there)."""
+        policy, rhythm = self.learn_silence, self.silence_rhythm
+        if self.said_warm or not hanglearn.ended_by_startup(policy, rhythm):
+            return
+        if now >= hanglearn.warm_until(policy, rhythm):
+            self.said_warm = True
+            self.ev.event(f"warm-up over: {hanglearn.startup_basis(policy, rhythm)}")
 
     def _say(
         self, what: str, policy: hanglearn.Policy, rhythm: hanglearn.Rhythm, now: float, name: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,9 @@ class CycleEntry:
     # between moves of its progress source (iteration): the learned hang timeouts' memory.
     silence_gap: float | None = None
     iteration_gap: float | None = None
+    # How long the cycle took to start (s from its start to the end of its start-up's last
+    # long silence, ``hanglearn.startup_seen``): a later cycle's warm-up ends from it.
+    startup: float | None = None
 
     @property
     def is_open(self) -> bool:
@@ -152,7 +156,16 @@ def _cycle_from_json(doc: Any, index: int) -> CycleEntry:
         mark_end=_optional(doc, "mark_end", str, where),
         silence_gap=_optional(doc, "silence_gap", (int, float), where),
         iteration_gap=_optional(doc, "iteration_gap", (int, float), where),
+        startup=_seconds(doc, "startup", where),
     )
+
+
+def _seconds(doc: Mapping[str, Any], key: str, where: str) -> float | None:
+    """An optional duration: a finite number of seconds, not negative."""
+    value = _optional(doc, key, (int, float), where)
+    if value is not None and not 0 <= value < math.inf:
+        raise LedgerError(f"{where}: {key!r} is not a duration in seconds ({value!r})")
+    return None if value is None else float(value)
 
 
 def ledger_from_json(doc: Any) -> Ledger:

@@ -153,11 +153,16 @@ class ProgressTracker:
         return None
 
     def after_cycle(
-        self, cycle: int, outcome: str, gaps: tuple[float | None, float | None] = (None, None)
+        self,
+        cycle: int,
+        outcome: str,
+        gaps: tuple[float | None, float | None] = (None, None),
+        startup: float | None = None,
     ) -> None:
         """Take the end reading (the one begun at the cycle's end, if any), update the
         streak, save atomically. Waits only when the reading could stop the job. ``gaps``:
-        the cycle's longest silence and iteration gaps (the learned hang timeouts)."""
+        the cycle's longest silence and iteration gaps, ``startup`` its start-up (the
+        learned hang timeouts)."""
         ledger = self._reload()
         reading = self._end(ledger, self._take())
         ledger = policy.close_cycle(
@@ -166,6 +171,7 @@ class ProgressTracker:
         for entry in reversed(ledger.cycles):
             if entry.cycle == cycle:
                 entry.silence_gap, entry.iteration_gap = gaps
+                entry.startup = startup
                 break
         self._save(ledger)
         self._fresh = reading
@@ -177,6 +183,10 @@ class ProgressTracker:
             max((c.silence_gap for c in cycles if c.silence_gap), default=0.0),
             max((c.iteration_gap for c in cycles if c.iteration_gap), default=0.0),
         )
+
+    def known_startup(self) -> float:
+        """The job's start-up: the longest any recorded cycle showed (0: none known)."""
+        return max((c.startup for c in self.ledger.cycles if c.startup), default=0.0)
 
     def stop_reason(self) -> str | None:
         return policy.stop_reason(self.ledger, self._settings)
