@@ -39,6 +39,7 @@ class AgentConfig:
     signals: tuple[int, ...]
     spawn_helper: tuple[str, ...] = ()  # workers.pdeathsig_helper()
     placement: Plan | None = None  # CPU/NUMA binding and NIC of each local rank, when asked
+    torch_version: tuple[int, int] | None = None  # the workers' torch, from its metadata
     # argv that SIGKILLs this job step everywhere (scancel), for node 0 to end a step
     # whose lost launcher would otherwise hold the allocation; () outside a Slurm step.
     step_killer: tuple[str, ...] = ()
@@ -69,6 +70,7 @@ class AgentConfig:
             state=self.state,
             run_dir=run_dir,
             placement=self.placement,
+            torch_version=self.torch_version,
         )
 
 
