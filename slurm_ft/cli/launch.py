@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slurm_ft import config, privatefiles, statedir
+from slurm_ft import config, jobpointer, privatefiles, statedir
 from slurm_ft.cli.entry import collect_from_now_on
 from slurm_ft.cli.launchoptions import PROG, Interpreted, interpret, option_names
 from slurm_ft.cli.usage import UsageError
@@ -188,6 +188,8 @@ def _agent_config(
         signals=tuple(int(s) for s in parse_signals(launch.forward_signals)),  # checked by config
         placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")),
         torch_version=installed_torch(),
+        pointers_dir=jobpointer.pointers_dir(env) if job.job_id is not None else None,
+        pointer=jobpointer.Pointer(job.job_key, str(Path(cwd, state.path)), env.get("SLURM_CLUSTER_NAME")),
     )
 
 

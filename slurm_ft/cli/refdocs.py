@@ -262,7 +262,9 @@ DETAILS: dict[str, dict[str, str]] = {
     },
     "slurm-ft-report": {
         "JOBID": (
-            "`$SLURM_SUBMIT_DIR/.slurm_ft/JOBID` (the current directory without `SLURM_SUBMIT_DIR`); "
+            "`$SLURM_SUBMIT_DIR/.slurm_ft/JOBID` (the current directory without `SLURM_SUBMIT_DIR`), "
+            "else where the job's launchers left their pointer to it (a job run with its own "
+            "`--state-dir`: [state dir](state-dir.md#finding-a-job-by-its-id)); "
             "array tasks `<array id>_<task>`. Without JOBID and `--state-dir`: the state dir the "
             "launcher would use (`$SLURM_FT_STATE_DIR`, `--config`/`$SLURM_FT_CONFIG`, else "
             "`$SLURM_SUBMIT_DIR/.slurm_ft/<job id>` from the `SLURM_*` variables; outside Slurm "
@@ -278,7 +280,10 @@ DETAILS: dict[str, dict[str, str]] = {
         "--html": "write a page with the picture and the totals",
     },
     "slurm-ft-logs": {
-        "JOBID": "which job, as for `slurm-ft-report`: `$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`",
+        "JOBID": (
+            "which job, as for `slurm-ft-report`: `$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`, else where "
+            "the job's pointer leads"
+        ),
         "--cycle": "the cycle to read (default: the last one)",
         "--attempt": (
             "the last cycle of attempt (requeue) `A`; with `--cycle`, check that the cycle belongs to it"
@@ -325,7 +330,8 @@ DETAILS: dict[str, dict[str, str]] = {
     "slurm-ft-drill": {
         "JOBID FAULT": (
             "the job (or `--state-dir`) and the fault: `crash`, `kill`, `hang`, `freeze-launcher`, "
-            "`lose-node`, `preempt`"
+            "`lose-node`, `preempt`. The job's state dir is `.slurm_ft/JOBID` in its working "
+            "directory, else where the job's pointer leads; options may come between the words"
         ),
         "--rank": "global rank to hit (crash, kill, hang; default: the last)",
         "--node": (

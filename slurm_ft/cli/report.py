@@ -4,7 +4,8 @@
 
 Without DIR or JOBID the state dir is found exactly as the launcher finds it (SLURM_*
 variables, ``--config``/``$SLURM_FT_CONFIG``, ``$SLURM_FT_STATE_DIR``); JOBID means
-``$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`` (the current directory without SLURM_SUBMIT_DIR).
+``$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`` (the current directory without SLURM_SUBMIT_DIR),
+else where the job's launchers left a pointer to it (``slurm_ft.jobpointer``).
 
 Exit codes: 0 the report was shown (also when some records could not be read: the report
 names them); 2 bad input, one line on stderr (usage, a state dir that does not exist or
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slurm_ft import config, statedir
+from slurm_ft import config, jobpointer, statedir
 from slurm_ft.cli.usage import UsageError, UsageParser, run_command, table_width
 from slurm_ft.exitcodes import ExitCode
 
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "job",
         nargs="?",
         metavar="JOBID",
-        help="job id (or <array id>_<task>): $SLURM_SUBMIT_DIR/.slurm_ft/JOBID",
+        help="job id (or <array id>_<task>): $SLURM_SUBMIT_DIR/.slurm_ft/JOBID, else the job's pointer",
     )
     p.add_argument("--state-dir", metavar="DIR", help="the job's state dir")
     p.add_argument("--config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
@@ -64,7 +65,9 @@ def find_state_dir(args: argparse.Namespace, env: Mapping[str, str], cwd: str) -
     if args.job is not None:
         if not _JOB_KEY.fullmatch(args.job):
             raise UsageError(f"not a job id: {args.job!r} (expected digits, or <array id>_<task>)")
-        return statedir.for_job_key(env.get("SLURM_SUBMIT_DIR") or cwd, args.job)
+        default = statedir.for_job_key(env.get("SLURM_SUBMIT_DIR") or cwd, args.job)
+        found = jobpointer.find(default.path, args.job, jobpointer.pointers_dir(env), os.getuid())
+        return statedir.StateDir(found)
     from slurm_ft.slurm import SlurmEnvError, SlurmJob
 
     settings = config.load(env, args.config or env.get(config.CONFIG_ENV) or None)
