@@ -112,7 +112,10 @@ COMMANDS: tuple[Command, ...] = (
         "slurm-ft-report",
         "report",
         "where the allocation went: attempts, cycles, failures, goodput",
-        ("[--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE] [--config FILE]",),
+        (
+            "[--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE] [--config FILE]",
+            "[--state-dir DIR | JOBID] --processes [--json]",
+        ),
         (
             (
                 "0",
@@ -275,6 +278,13 @@ DETAILS: dict[str, dict[str, str]] = {
             "the run in a few lines instead: nodes and workers, each cycle's outcome with the "
             "failing rank and its exception, where training resumed, the cycle logs, the outcome "
             "(what `scripts/demo` prints)"
+        ),
+        "--processes": (
+            "instead of the report: each rank's worker pid and node, and each node's launcher pid, "
+            "in the newest cycle that started workers (from the launchers' process records; with "
+            "`--json`: `cycle world_size nodes[node node_rank launcher_pid workers[rank local_rank pid "
+            "start_ticks]]`). The one way to find every rank's process: a warm worker's "
+            "`/proc/PID/environ` holds no `RANK` ([warm restarts](../guides/warm-restarts.md))"
         ),
         "--svg": "write the timeline picture (plain SVG, opens in any browser)",
         "--html": "write a page with the picture and the totals",

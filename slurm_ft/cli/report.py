@@ -1,6 +1,7 @@
 """Front end of slurm-ft-report: where a job's allocation went.
 
     slurm-ft-report [--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE]
+    slurm-ft-report [--state-dir DIR | JOBID] --processes [--json]
 
 Without DIR or JOBID the state dir is found exactly as the launcher finds it (SLURM_*
 variables, ``--config``/``$SLURM_FT_CONFIG``, ``$SLURM_FT_STATE_DIR``); JOBID means
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the run in a few lines: cycles, failures and their exceptions, logs, outcome",
     )
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="each rank's worker pid and each node's launcher pid in the newest cycle (with --json: as JSON)",
+    )
     p.add_argument("--svg", metavar="FILE", help="write the timeline picture as SVG")
     p.add_argument("--html", metavar="FILE", help="write an HTML page with the picture and the totals")
     return p
@@ -97,12 +103,30 @@ def _write(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _processes(state: statedir.StateDir, *, as_json: bool) -> int:
+    from slurm_ft.drill.targets import newest_shape
+    from slurm_ft.report import processes
+
+    shape = newest_shape(state)
+    if shape is None:
+        raise UsageError(f"state dir {state.path} holds no process records (no cycle has started workers)")
+    if as_json:
+        print(json.dumps(processes.to_json(shape), indent=2, sort_keys=True))
+    else:
+        print("\n".join(processes.lines(shape)))
+    return int(ExitCode.SUCCESS)
+
+
 def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
     from slurm_ft.report import analysis, jsonout, load
 
     args = build_parser().parse_args(argv)
     state = find_state_dir(args, env, cwd)
     _check_dir(state.path)
+    if args.processes:
+        if args.summary or args.svg or args.html:
+            raise UsageError("--processes cannot be combined with --summary, --svg or --html")
+        return _processes(state, as_json=args.json)
     files = load.load(state)
     if files.empty:
         raise UsageError(f"state dir {state.path} holds no slurm-ft records")

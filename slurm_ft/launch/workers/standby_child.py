@@ -13,9 +13,10 @@ The conversation on FD (a stream socket to the launcher):
   imported, or ``F`` + JSON ``{"module", "error"}`` when one failed (and then exits 3:
   half an imported package is not something to run a trainer on);
 * the launcher sends one byte ``A`` with three descriptors attached: the worker's stdout
-  and stderr, and a memfd holding JSON ``{"argv", "env", "cwd"}``. Then the standby
-  becomes the worker: the descriptors replace 1 and 2, the environment and directory
-  become the cycle's, the stack dump is armed as ``sitecustomize`` arms it in a cold
+  and stderr, and a memfd holding JSON ``{"argv", "cmdline", "env", "cwd"}``. Then the
+  standby becomes the worker: the descriptors replace 1 and 2, the environment and
+  directory become the cycle's, its command line becomes a cold worker's (``cmdline``,
+  :func:`_show_cmdline`), the stack dump is armed as ``sitecustomize`` arms it in a cold
   worker, and the script runs as ``__main__`` as ``python -u SCRIPT`` would run it;
 * the launcher closing the socket instead means "not needed": the standby exits 0.
 """
@@ -260,6 +261,56 @@ def _become(out: int, err: int, body: dict[str, object]) -> None:
     else:
         _slurm_ft_stacks.arm()
     sys.argv[:] = [str(a) for a in argv]
+    cmdline = body.get("cmdline")
+    if isinstance(cmdline, list) and cmdline:
+        _show_cmdline([str(a) for a in cmdline])
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _argv_area() -> tuple[int, int] | None:
+    """Where the kernel keeps this process's command line (``/proc/self/stat``'s
+    ``arg_start`` and ``arg_end``, fields 48 and 49), or None."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            raw = fh.read()
+        fields = raw[raw.rindex(b")") + 2 :].split()  # from field 3 on: comm may hold spaces
+        return int(fields[48 - 3]), int(fields[49 - 3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _show_cmdline(cmdline: list[str]) -> bool:
+    """Make ``/proc/self/cmdline`` (what ``ps``, ``pgrep -f`` and accounting tools read)
+    a cold worker's, ``python -u SCRIPT ARGS``, by writing it over the standby's own
+    command line in place; the rest of that area becomes NUL bytes. The standby's command
+    line is the cold one with this file's path, the descriptor, the preload and ``--``
+    between the flags and the script, so the cold one always fits; the first two words
+    (the interpreter and ``-u``) are the same bytes, so glibc's pointer to argv[0]
+    (``program_invocation_name``) still reads the same. Python copied its argv at start
+    and never reads this memory again. ``sys.orig_argv`` is made to say the same.
+
+    Only the command line: the kernel's ``/proc/self/environ`` stays the environment the
+    standby was started with (moving it takes ``PR_SET_MM_MAP``, which also resets the
+    heap's break and so races with any thread's ``malloc``; writing over it in place
+    would change strings that libraries may still point into). False when nothing was
+    written (no ``/proc``, or it does not fit)."""
+    area = _argv_area()
+    data = b"".join(os.fsencode(word) + b"\0" for word in cmdline)
+    if area is None or len(data) > area[1] - area[0]:
+        return False
+    try:
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(area[0])
+            mem.write(data.ljust(area[1] - area[0], b"\0"))
+    except OSError:
+        return False
+    try:
+        sys.orig_argv[:] = cmdline
+    except (AttributeError, TypeError):
+        pass
+    return True
 
 
 # ---------------------------------------------------------------- torch's gloo teardown
