@@ -208,6 +208,55 @@ def _preload(spec: str, script: str) -> list[str]:
     return done
 
 
+# ---------------------------------------------------------------- the CPU share
+
+# While a standby imports (1-1.5 s of CPU for torch), the cycle's workers may be starting
+# too; on a node with few cores it would take their CPU. A standby is a session of its own,
+# and where the kernel groups a session's threads for the scheduler (autogroups, on by
+# default) the group's nice sets its share against the workers' sessions: 19 gives it
+# about 1.5 % of a contended core. Unlike a process's nice, an autogroup's can be set back
+# without privilege, so it is lowered for the imports only and restored before the
+# standby says it is ready: the worker it becomes runs at the share a cold one has.
+# (A process's or a thread's own nice cannot be raised again without CAP_SYS_NICE, and
+# threads that torch starts while importing inherit it: where autogroups are off, a
+# standby keeps the normal share.)
+AUTOGROUP = "/proc/self/autogroup"
+LOW_NICE = 19
+# The kernel takes one autogroup change in 100 ms from unprivileged processes, machine-wide.
+AUTOGROUP_RETRY_S = 0.11
+AUTOGROUP_TRIES = 50
+
+
+def _autogroup_nice() -> int | None:
+    """This session's autogroup nice; None where autogroups do not share out the CPU."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled", "rb") as fh:
+            if fh.read().strip() != b"1":
+                return None
+        with open(AUTOGROUP, "rb") as fh:
+            return int(fh.read().rsplit(b"nice", 1)[1])  # "/autogroup-406 nice 0"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _set_autogroup_nice(value: int) -> bool:
+    for _ in range(AUTOGROUP_TRIES):
+        try:
+            fd = os.open(AUTOGROUP, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            os.write(fd, str(value).encode())
+            return True
+        except BlockingIOError:  # another change within the kernel's 100 ms
+            time.sleep(AUTOGROUP_RETRY_S)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+    return False
+
+
 # ---------------------------------------------------------------- the conversation
 
 
@@ -412,7 +461,13 @@ def main() -> None:
     sys.argv[:] = script_argv  # what a module reading sys.argv at import sees in the worker
     _set_path0(script_argv[0])
     start = time.monotonic()
+    share = _autogroup_nice()
+    lowered = share is not None and share < LOW_NICE and _set_autogroup_nice(LOW_NICE)
     modules = _preload(preload, script_argv[0])
+    if share is not None and lowered and not _set_autogroup_nice(share):
+        why = f"cannot set the autogroup's nice back to {share}"
+        _send(b"F", {"module": "(the CPU share)", "error": why})
+        os._exit(EXIT_PRELOAD_FAILED)
     _send(b"R", {"seconds": round(time.monotonic() - start, 3), "modules": modules})
     activation = _wait_for_activation()
     if activation is None:
