@@ -31,6 +31,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from types import TracebackType
 
@@ -216,7 +217,9 @@ def _preload(spec: str, script: str) -> list[str]:
 # default) the group's nice sets its share against the workers' sessions: 19 gives it
 # about 1.5 % of a contended core. Unlike a process's nice, an autogroup's can be set back
 # without privilege, so it is lowered for the imports only and restored before the
-# standby says it is ready: the worker it becomes runs at the share a cold one has.
+# standby says it is ready: the worker it becomes runs at the share a cold one has. At
+# most LOW_SHARE_MAX_S, though: the workers' start-up is over by then, and where they keep
+# every core busy (CPU training, a shared node) a standby at 1.5 % would never be ready.
 # (A process's or a thread's own nice cannot be raised again without CAP_SYS_NICE, and
 # threads that torch starts while importing inherit it: where autogroups are off, a
 # standby keeps the normal share.)
@@ -225,6 +228,7 @@ LOW_NICE = 19
 # The kernel takes one autogroup change in 100 ms from unprivileged processes, machine-wide.
 AUTOGROUP_RETRY_S = 0.11
 AUTOGROUP_TRIES = 50
+LOW_SHARE_MAX_S = 10.0
 
 
 def _autogroup_nice() -> int | None:
@@ -237,6 +241,39 @@ def _autogroup_nice() -> int | None:
             return int(fh.read().rsplit(b"nice", 1)[1])  # "/autogroup-406 nice 0"
     except (OSError, ValueError, IndexError):
         return None
+
+
+class _LowShare:
+    """The lowered share of one standby's imports: back at the end of the imports, or
+    after :data:`LOW_SHARE_MAX_S` on a timer thread, whichever comes first (the thread is
+    gone before the script runs: a warm worker has a cold one's threads)."""
+
+    def __init__(self, was: int) -> None:
+        self.was = was
+        self.back = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(LOW_SHARE_MAX_S, self._restore)
+        self.timer.daemon = True
+
+    @classmethod
+    def begin(cls) -> "_LowShare | None":
+        was = _autogroup_nice()
+        if was is None or was >= LOW_NICE or not _set_autogroup_nice(LOW_NICE):
+            return None
+        low = cls(was)
+        low.timer.start()
+        return low
+
+    def _restore(self) -> bool:
+        with self.lock:
+            self.back = self.back or _set_autogroup_nice(self.was)
+            return self.back
+
+    def end(self) -> bool:
+        """True once the share is back."""
+        self.timer.cancel()
+        self.timer.join()
+        return self._restore()
 
 
 def _set_autogroup_nice(value: int) -> bool:
@@ -461,12 +498,12 @@ def main() -> None:
     sys.argv[:] = script_argv  # what a module reading sys.argv at import sees in the worker
     _set_path0(script_argv[0])
     start = time.monotonic()
-    share = _autogroup_nice()
-    lowered = share is not None and share < LOW_NICE and _set_autogroup_nice(LOW_NICE)
+    low = _LowShare.begin()
     modules = _preload(preload, script_argv[0])
-    if share is not None and lowered and not _set_autogroup_nice(share):
-        why = f"cannot set the autogroup's nice back to {share}"
-        _send(b"F", {"module": "(the CPU share)", "error": why})
+    if low is not None and not low.end():
+        _send(
+            b"F", {"module": "(the CPU share)", "error": f"cannot set the autogroup's nice back to {low.was}"}
+        )
         os._exit(EXIT_PRELOAD_FAILED)
     _send(b"R", {"seconds": round(time.monotonic() - start, 3), "modules": modules})
     activation = _wait_for_activation()
