@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -418,3 +419,39 @@ def test_a_standby_imports_at_a_low_cpu_share_and_works_at_a_cold_workers(tmp_pa
     for cycle in (0, 1):  # a session's new autogroup starts at nice 0
         assert (tmp_path / f"job_cycle{cycle}.log").read_text() == "0: nice 0\n"
     assert not procs.pids_with_marker(marker)
+
+
+LOW_SHARE_PROBE = """\
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("standby_child", sys.argv[1])
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+child.LOW_SHARE_MAX_S = 0.3
+share = lambda: open("/proc/self/autogroup").read().split()[-1]
+low = child._LowShare.begin()
+print(share(), flush=True)
+deadline = time.monotonic() + 10
+while share() != "0" and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(share(), low.end(), len(__import__("threading").enumerate()))
+"""
+
+
+@pytest.mark.skipif(
+    Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1",
+    reason="the kernel does not share the CPU out by autogroup here",
+)
+@pytest.mark.timeout(60)
+def test_a_standby_that_imports_for_long_gets_its_share_back_after_a_while():
+    """Where the workers keep every core busy a standby at nice 19 would never be ready:
+    its share comes back after LOW_SHARE_MAX_S (shortened here), before the imports end."""
+    child = REPO / "slurm_ft" / "launch" / "workers" / "standby_child.py"
+    done = subprocess.run(
+        [sys.executable, "-c", LOW_SHARE_PROBE, str(child)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,  # an autogroup of its own, not the test's
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["19", "0", "True", "1"]
