@@ -12,7 +12,7 @@ cycle (``--max-restarts 1``: no cycle follows), the steps undisturbed. The figur
 seconds and the ratios of the medians to ``none``'s; on a shared machine, compare ratios
 from one run only.
 
-    python -m benchmarks.standby_share --baseline DIR [--runs N]
+    python -m benchmarks.standby_share --baseline DIR [--this DIR] [--runs N]
 """
 
 from __future__ import annotations
@@ -70,14 +70,20 @@ def once(ctx: Context, baseline: Path | None, *, standbys_after: bool = True) ->
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.standby_share", description=__doc__)
     parser.add_argument("--baseline", type=Path, required=True)
+    parser.add_argument(
+        "--this",
+        type=Path,
+        help="this code as a tree too (git archive HEAD slurm_ft), for a like-for-like start",
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    this = args.this.resolve() if args.this else None
     with context(False) as ctx:
         contest = interleave(
             {
-                "lowered": lambda: once(ctx, None),
+                "lowered": lambda: once(ctx, this),
                 "baseline": lambda: once(ctx, args.baseline.resolve()),
-                "none": lambda: once(ctx, None, standbys_after=False),
+                "none": lambda: once(ctx, this, standbys_after=False),
             },
             runs=args.runs,
             warmup=1,
