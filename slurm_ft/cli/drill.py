@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from slurm_ft import statedir
+from slurm_ft import jobpointer, statedir
 from slurm_ft.cli.usage import UsageError, UsageParser, run_command
 from slurm_ft.drill import faults, schedule, slurmjob
 from slurm_ft.drill.run import DrillJob, describe, inject
@@ -94,7 +94,12 @@ def _find_job(job_key: str | None, state_dir: str | None, env: Mapping[str, str]
             raise UsageError(str(exc)) from None
         job_id = info.job_id
         base = info.work_dir or env.get("SLURM_SUBMIT_DIR") or cwd
-        state = statedir.StateDir(Path(state_dir)) if state_dir else statedir.for_job_key(base, info.job_key)
+        if state_dir:
+            state = statedir.StateDir(Path(state_dir))
+        else:
+            default = statedir.for_job_key(base, info.job_key).path
+            pointers = jobpointer.pointers_dir(env)
+            state = statedir.StateDir(jobpointer.find(default, info.job_key, pointers, os.getuid()))
     else:
         assert state_dir is not None
         state = statedir.StateDir(Path(state_dir))

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slurm_ft import config, privatefiles, statedir
+from slurm_ft import config, jobpointer, privatefiles, statedir
 from slurm_ft.cli.entry import collect_from_now_on
 from slurm_ft.cli.launchoptions import PROG, Interpreted, interpret, option_names
 from slurm_ft.cli.usage import UsageError
@@ -154,6 +154,7 @@ def _agent_config(
     from slurm_ft.launch.hostprobe import nvml_gpu_count
     from slurm_ft.launch.rendezvous.jobsecret import without_secret
     from slurm_ft.launch.workers.process import resolve_nproc
+    from slurm_ft.launch.workers.torchversion import installed_torch
     from slurm_ft.settingsyntax import parse_port_range, parse_signals
     from slurm_ft.slurm import rdzv_ports
     from slurm_ft.topology import node_plan
@@ -186,6 +187,9 @@ def _agent_config(
         run_id=run_id_for(job),
         signals=tuple(int(s) for s in parse_signals(launch.forward_signals)),  # checked by config
         placement=node_plan(settings, nproc, env.get("CUDA_VISIBLE_DEVICES")),
+        torch_version=installed_torch(),
+        pointers_dir=jobpointer.pointers_dir(env) if job.job_id is not None else None,
+        pointer=jobpointer.Pointer(job.job_key, str(Path(cwd, state.path)), env.get("SLURM_CLUSTER_NAME")),
     )
 
 

@@ -43,7 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read a job's cycle logs: select, merge, collapse and follow them; why a cycle failed.",
         allow_abbrev=False,
     )
-    p.add_argument("job", nargs="?", metavar="JOBID", help="job id: $SLURM_SUBMIT_DIR/.slurm_ft/JOBID")
+    p.add_argument(
+        "job",
+        nargs="?",
+        metavar="JOBID",
+        help="job id: $SLURM_SUBMIT_DIR/.slurm_ft/JOBID, else the job's pointer",
+    )
     p.add_argument("--state-dir", metavar="DIR", help="the job's state dir")
     p.add_argument("--config", metavar="FILE", help="YAML settings file (default $SLURM_FT_CONFIG)")
     p.add_argument("--cycle", type=_count, metavar="N", help="the cycle to read (default: the last)")

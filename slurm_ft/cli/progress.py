@@ -44,26 +44,31 @@ PROG = "slurm-ft-progress"
 DECLINED = 1
 
 
+def _add_common_options(p: argparse.ArgumentParser, *, before_command: bool) -> None:
+    """The options every subcommand takes, on the command (before the subcommand: hidden,
+    listed once with the subcommands) and on each subcommand (after it: no default, so it
+    leaves a value given before the subcommand alone). Either order works, as people type it."""
+
+    def add(flag: str, text: str, **kwargs: object) -> None:
+        if before_command:
+            p.add_argument(flag, help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+        else:
+            p.add_argument(flag, help=text, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+    add("--state-dir", "the job's state dir (default: found from SLURM_* and settings)")
+    add("--config", "YAML settings file (default $SLURM_FT_CONFIG)")
+    add("--max-no-progress-cycles", "stop after K cycles (<=0: off)", type=int, metavar="K")
+    add("--min-progress-iterations", "progress needs >= M iterations", type=int, metavar="M")
+    add("--checkpoint-iteration-file", "same as --progress-source iteration-file:PATH", metavar="PATH")
+    add("--progress-source", "iteration-file:PATH, checkpoint-dir:DIR or file:PATH", metavar="KIND:PATH")
+    add("--progress-pattern", "checkpoint-dir names, one group: the step", metavar="REGEX")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = UsageParser(add_help=False)
-    common.add_argument("--state-dir", help="the job's state dir (default: found from SLURM_* and settings)")
-    common.add_argument("--config", help="YAML settings file (default $SLURM_FT_CONFIG)")
-    common.add_argument(
-        "--max-no-progress-cycles", type=int, metavar="K", help="stop after K cycles (<=0: off)"
-    )
-    common.add_argument(
-        "--min-progress-iterations", type=int, metavar="M", help="progress needs >= M iterations"
-    )
-    common.add_argument(
-        "--checkpoint-iteration-file", metavar="PATH", help="same as --progress-source iteration-file:PATH"
-    )
-    common.add_argument(
-        "--progress-source", metavar="KIND:PATH", help="iteration-file:PATH, checkpoint-dir:DIR or file:PATH"
-    )
-    common.add_argument(
-        "--progress-pattern", metavar="REGEX", help="checkpoint-dir names, one group: the step"
-    )
+    _add_common_options(common, before_command=False)
     parser = UsageParser(prog=PROG, description="Stop restart and requeue loops that make no progress.")
+    _add_common_options(parser, before_command=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     status = sub.add_parser("status", parents=[common], help="show attempts, cycles, streak and verdict")
     status.add_argument("--json", action="store_true", help="machine-readable output")

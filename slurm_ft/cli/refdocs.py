@@ -112,7 +112,10 @@ COMMANDS: tuple[Command, ...] = (
         "slurm-ft-report",
         "report",
         "where the allocation went: attempts, cycles, failures, goodput",
-        ("[--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE] [--config FILE]",),
+        (
+            "[--state-dir DIR | JOBID] [--json | --summary] [--svg FILE] [--html FILE] [--config FILE]",
+            "[--state-dir DIR | JOBID] --processes [--json]",
+        ),
         (
             (
                 "0",
@@ -262,7 +265,9 @@ DETAILS: dict[str, dict[str, str]] = {
     },
     "slurm-ft-report": {
         "JOBID": (
-            "`$SLURM_SUBMIT_DIR/.slurm_ft/JOBID` (the current directory without `SLURM_SUBMIT_DIR`); "
+            "`$SLURM_SUBMIT_DIR/.slurm_ft/JOBID` (the current directory without `SLURM_SUBMIT_DIR`), "
+            "else where the job's launchers left their pointer to it (a job run with its own "
+            "`--state-dir`: [state dir](state-dir.md#finding-a-job-by-its-id)); "
             "array tasks `<array id>_<task>`. Without JOBID and `--state-dir`: the state dir the "
             "launcher would use (`$SLURM_FT_STATE_DIR`, `--config`/`$SLURM_FT_CONFIG`, else "
             "`$SLURM_SUBMIT_DIR/.slurm_ft/<job id>` from the `SLURM_*` variables; outside Slurm "
@@ -274,11 +279,21 @@ DETAILS: dict[str, dict[str, str]] = {
             "failing rank and its exception, where training resumed, the cycle logs, the outcome "
             "(what `scripts/demo` prints)"
         ),
+        "--processes": (
+            "instead of the report: each rank's worker pid and node, and each node's launcher pid, "
+            "in the newest cycle that started workers (from the launchers' process records; with "
+            "`--json`: `cycle world_size nodes[node node_rank launcher_pid workers[rank local_rank pid "
+            "start_ticks]]`). The one way to find every rank's process: a warm worker's "
+            "`/proc/PID/environ` holds no `RANK` ([warm restarts](../guides/warm-restarts.md))"
+        ),
         "--svg": "write the timeline picture (plain SVG, opens in any browser)",
         "--html": "write a page with the picture and the totals",
     },
     "slurm-ft-logs": {
-        "JOBID": "which job, as for `slurm-ft-report`: `$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`",
+        "JOBID": (
+            "which job, as for `slurm-ft-report`: `$SLURM_SUBMIT_DIR/.slurm_ft/JOBID`, else where "
+            "the job's pointer leads"
+        ),
         "--cycle": "the cycle to read (default: the last one)",
         "--attempt": (
             "the last cycle of attempt (requeue) `A`; with `--cycle`, check that the cycle belongs to it"
@@ -325,7 +340,8 @@ DETAILS: dict[str, dict[str, str]] = {
     "slurm-ft-drill": {
         "JOBID FAULT": (
             "the job (or `--state-dir`) and the fault: `crash`, `kill`, `hang`, `freeze-launcher`, "
-            "`lose-node`, `preempt`"
+            "`lose-node`, `preempt`. The job's state dir is `.slurm_ft/JOBID` in its working "
+            "directory, else where the job's pointer leads; options may come between the words"
         ),
         "--rank": "global rank to hit (crash, kill, hang; default: the last)",
         "--node": (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from slurm_ft.config import ConfigError, did_you_mean
@@ -32,6 +32,18 @@ class UsageParser(argparse.ArgumentParser):
             from slurm_ft import __version__
 
             self.add_argument("--version", action="version", version=f"{self.prog} {__version__}")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Options anywhere among the positional words (``JOBID --state-dir DIR FAULT``), as
+        people type them: argparse's plain parse hands a ``*`` or ``?`` positional its share
+        (nothing) before the first option and then refuses the words after it. A command
+        with subcommands or a script's own arguments (``REMAINDER``) keeps the plain parse:
+        there the order carries meaning."""
+        if any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
+            return super().parse_args(args, namespace)
+        return self.parse_intermixed_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         parsers: list[argparse.ArgumentParser] = [self]

@@ -269,6 +269,8 @@ class Agent:
         )
         self.books.node_processes(self.run, cycle, self.workers.processes())
         self.books.flush()
+        if first and self.cfg.is_node0:  # off the path to the first step
+            self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
 
     def _stop(

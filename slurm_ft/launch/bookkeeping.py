@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import procident, records
+from slurm_ft import jobpointer, procident, records
 from slurm_ft.launch import policy
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import cycle_log_path
@@ -129,6 +129,26 @@ class Bookkeeper:
         )
         books.io.interrupted = interrupted
         return books
+
+    def leave_pointer(self, cfg: AgentConfig, on_event: Callable[[str], None]) -> None:
+        """Node 0: the pointer from the job id to the state dir in the owner's home
+        (``jobpointer``), bounded like a state-dir write (a home on a dead mount is no
+        reason to stop), and the oldest pointers beyond ``jobpointer.KEEP`` removed."""
+        directory, pointer = cfg.pointers_dir, cfg.pointer
+        if directory is None or pointer is None:
+            return
+        io = StateIO(
+            directory, self.job.node_name, timeout=cfg.settings.launch.write_timeout, on_event=on_event
+        )
+        try:
+            io.mkdirs(directory)
+            io.write_bytes(jobpointer.pointer_file(directory, pointer.job_key), pointer.encode())
+            for name in jobpointer.stale(io.list_names(directory) or []):
+                io.unlink(directory / name)
+        except OSError as exc:
+            on_event(f"no pointer to the state dir left in {directory}: {exc.strerror or exc}")
+        finally:
+            io.close(1.0)
 
     def _write(self, path: Path, record: Record) -> None:
         self.io.write_json(path, record.to_json())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_ft.config import Settings
+from slurm_ft.jobpointer import Pointer
 from slurm_ft.launch.rendezvous.jobsecret import StoreAuth
 from slurm_ft.launch.workers.env import JobEnv
 from slurm_ft.launch.workers.layout import Entry, Topology
@@ -39,6 +41,11 @@ class AgentConfig:
     signals: tuple[int, ...]
     spawn_helper: tuple[str, ...] = ()  # workers.pdeathsig_helper()
     placement: Plan | None = None  # CPU/NUMA binding and NIC of each local rank, when asked
+    torch_version: tuple[int, int] | None = None  # the workers' torch, from its metadata
+    # Where node 0 leaves the pointer from the job id to the state dir (``jobpointer``),
+    # and the pointer; None: no job id or no home.
+    pointers_dir: Path | None = None
+    pointer: Pointer | None = None
     # argv that SIGKILLs this job step everywhere (scancel), for node 0 to end a step
     # whose lost launcher would otherwise hold the allocation; () outside a Slurm step.
     step_killer: tuple[str, ...] = ()
@@ -69,6 +76,7 @@ class AgentConfig:
             state=self.state,
             run_dir=run_dir,
             placement=self.placement,
+            torch_version=self.torch_version,
         )
 
 

@@ -104,6 +104,9 @@ def describe(out: str) -> None:
     }
     seen = {
         "argv": sys.argv,
+        # what ps, pgrep -f and accounting read (a warm worker's may end in NUL padding)
+        "cmdline": [w.decode() for w in cmdline(os.getpid()).rstrip(b"\0").split(b"\0")],
+        "orig_argv": sys.orig_argv,
         "path": sys.path,
         "file": __file__,
         "name": __name__,

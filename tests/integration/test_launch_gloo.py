@@ -34,6 +34,8 @@ def test_gloo_training_two_nodes_succeeds(tmp_path):
                 assert f"rank {rank}: step 10 loss" in job.node(k).out()
                 assert f"rank {rank}: finished at step 10" in job.node(k).out()
         assert job.outcome()["exit_code"] == 0
+        for k in (0, 1):  # the flight recorder's variables under the names this torch reads
+            assert "is deprecated" not in job.node(k).out() + job.node(k).err()
         job.assert_no_orphans()
     finally:
         job.kill()

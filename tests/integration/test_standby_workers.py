@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -370,3 +371,87 @@ def test_a_warm_ddp_worker_never_leaves_its_gloo_group_to_the_reducer(tmp_path):
     assert "cycle 1: 2 of 2 worker(s) started warm" in said, said
     for rank in (0, 1):
         assert json.loads((tmp_path / f"group-rank{rank}.json").read_text()) == {"kept": True}
+
+
+NICE_SCRIPT = """\
+import os, sys
+print("nice", open("/proc/self/autogroup").read().rsplit("nice", 1)[1].strip(), flush=True)
+if os.environ["SLURM_FT_CYCLE"] == "0":
+    from tests.integration.standby_probe import wait_for_log
+    wait_for_log(os.environ["SLURM_FT_PROBE_WAIT_LOG"])
+    sys.exit(1)
+"""
+
+
+@pytest.mark.skipif(
+    Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1",
+    reason="the kernel does not share the CPU out by autogroup here",
+)
+@pytest.mark.timeout(120)
+def test_a_standby_imports_at_a_low_cpu_share_and_works_at_a_cold_workers(tmp_path):
+    """While it preloads a standby's session weighs as nice 19 against the workers'; the
+    worker it becomes weighs as a cold one does."""
+    script = tmp_path / "nice.py"
+    script.write_text(NICE_SCRIPT)
+    (tmp_path / "probe_nice.py").write_text(
+        "import os\n"
+        "with open(os.path.join(os.path.dirname(__file__), f'preload-{os.getpid()}'), 'w') as fh:\n"
+        "    fh.write(open('/proc/self/autogroup').read())\n"
+    )
+    marker = procs.new_marker()
+    env = clean_env()
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    log = tmp_path / "launcher.log"
+    env.update(
+        SLURM_FT_LAUNCH_NPROC_PER_NODE="1",
+        SLURM_FT_PROBE_WAIT_LOG=f"{log}|ready in",
+        **{procs.MARKER_VAR: marker},
+    )
+    args = ["--max-restarts", "1", "--state-dir", str(tmp_path / "s"), "--launcher-log", str(log)]
+    args += ["--applog-prefix", str(tmp_path / "job.log"), "--preload", "probe_nice"]
+    proc = subprocess.run(
+        [*LAUNCH, *args, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "cycle 1: 1 of 1 worker(s) started warm" in proc.stderr
+    during = [p.read_text() for p in tmp_path.glob("preload-*")]
+    assert during and all(text.rstrip().endswith("nice 19") for text in during), during
+    for cycle in (0, 1):  # a session's new autogroup starts at nice 0
+        assert (tmp_path / f"job_cycle{cycle}.log").read_text() == "0: nice 0\n"
+    assert not procs.pids_with_marker(marker)
+
+
+LOW_SHARE_PROBE = """\
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("standby_child", sys.argv[1])
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+child.LOW_SHARE_MAX_S = 0.3
+share = lambda: open("/proc/self/autogroup").read().split()[-1]
+low = child._LowShare.begin()
+print(share(), flush=True)
+deadline = time.monotonic() + 10
+while share() != "0" and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(share(), low.end(), len(__import__("threading").enumerate()))
+"""
+
+
+@pytest.mark.skipif(
+    Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1",
+    reason="the kernel does not share the CPU out by autogroup here",
+)
+@pytest.mark.timeout(60)
+def test_a_standby_that_imports_for_long_gets_its_share_back_after_a_while():
+    """Where the workers keep every core busy a standby at nice 19 would never be ready:
+    its share comes back after LOW_SHARE_MAX_S (shortened here), before the imports end."""
+    child = REPO / "slurm_ft" / "launch" / "workers" / "standby_child.py"
+    done = subprocess.run(
+        [sys.executable, "-c", LOW_SHARE_PROBE, str(child)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,  # an autogroup of its own, not the test's
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["19", "0", "True", "1"]

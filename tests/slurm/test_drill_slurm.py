@@ -74,7 +74,9 @@ def test_a_scheduled_drill_reaches_other_nodes_and_the_report_charges_each_fault
         # Not the owner: refused before anything is read or sent.
         root = _drill(slurm_cluster, work, job.job_id, "kill", as_user=False)
         assert root.returncode == 2 and "is not yours" in root.stderr, root
-        bad = _drill(slurm_cluster, work, job.job_id, "kill", "--rank", "4")
+        # options between the job and the fault (issue #46), as people type them
+        given = str(state_dir(work, job.job_id))
+        bad = _drill(slurm_cluster, work, job.job_id, "--state-dir", given, "kill", "--rank", "4")
         assert bad.returncode == 2 and "rank 4 is outside the job (ranks 0-3)" in bad.stderr, bad
         done = _drill(slurm_cluster, work, job.job_id, "--schedule", str(work / "faults.schedule"))
         assert done.returncode == 0, done

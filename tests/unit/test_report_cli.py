@@ -76,3 +76,56 @@ def test_json_needs_neither_torch_nor_rich(state):
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stderr
     assert json.loads(proc.stdout)["totals"]["cycles"] == 1
+
+
+def _processes(state: Path) -> None:
+    from slurm_ft.records import NodeProcesses, WorkerProcess
+
+    for k, pids in enumerate(((501, 502), (601, 602))):
+        rec = NodeProcesses(
+            cycle=0,
+            node=f"node{k}",
+            node_rank=k,
+            job_id=None,
+            run_uuid=RUN_A,
+            launcher_pid=500 + 100 * k,
+            launcher_start_ticks=7,
+            time=0.0,
+            workers=[WorkerProcess(2 * k + i, i, pid, 9) for i, pid in enumerate(pids)],
+        )
+        path = state / "processes" / "cycle0" / f"node{k}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rec.to_json()))
+
+
+def test_processes_lists_each_ranks_worker_pid(capsys, monkeypatch, state):
+    code, _, err = run(["--state-dir", str(state), "--processes"], capsys, monkeypatch)
+    assert (
+        code == 2
+        and err
+        == f"slurm-ft-report: state dir {state} holds no process records (no cycle has started workers)\n"
+    )
+    _processes(state)
+    code, out, _ = run(["--processes", "--state-dir", str(state)], capsys, monkeypatch)
+    assert code == 0
+    assert out.splitlines() == [
+        "cycle 0: 4 of 4 ranks' worker processes",
+        " rank local  node   pid",
+        "    0     0  node0  501",
+        "    1     1  node0  502",
+        "    2     0  node1  601",
+        "    3     1  node1  602",
+        "launcher of node0: pid 500",
+        "launcher of node1: pid 600",
+    ]
+    code, out, _ = run(["--state-dir", str(state), "--processes", "--json"], capsys, monkeypatch)
+    doc = json.loads(out)
+    assert code == 0 and doc["cycle"] == 0 and doc["world_size"] == 4
+    assert [(w["rank"], w["pid"]) for n in doc["nodes"] for w in n["workers"]] == [
+        (0, 501),
+        (1, 502),
+        (2, 601),
+        (3, 602),
+    ]
+    code, _, err = run(["--state-dir", str(state), "--processes", "--summary"], capsys, monkeypatch)
+    assert code == 2 and "--processes cannot be combined" in err

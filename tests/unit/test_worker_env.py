@@ -9,6 +9,7 @@ from pathlib import Path
 
 from slurm_ft import worker
 from slurm_ft.launch.workers import env as wenv
+from slurm_ft.launch.workers import torchversion
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.statedir import StateDir
 from slurm_ft.topology.plan import Binding, Plan, RankPlacement
@@ -59,9 +60,9 @@ def test_a_python_worker_gets_torchruns_variables_the_cycle_and_the_hang_detecti
         "PYTHONPATH": str(wenv.INJECT_DIR),
         "SLURM_FT_STACK_FILE": "/dev/shm/slurm-ft-x/rank11.stack",
         "SLURM_FT_STACK_SIGNAL": str(int(wenv.STACK_SIGNAL)),
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_FR_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/s/errors/cycle5/nccl_trace_rank_",
+        "TORCH_FR_DUMP_TEMP_FILE": "/s/errors/cycle5/nccl_trace_rank_",
     }
     assert (wenv.INJECT_DIR / "sitecustomize.py").is_file()
     assert TOPO.ranks == range(8, 12)
@@ -91,3 +92,45 @@ def test_a_command_worker_gets_no_stack_dump_and_one_worker_no_thread_limit():
     assert not {"PYTHONPATH", "SLURM_FT_STACK_FILE", "SLURM_FT_STACK_SIGNAL", "OMP_NUM_THREADS"} & set(added)
     assert added[worker.MONITOR_ENV] == "/dev/shm/slurm-ft-x/rank0.slot"
     assert job(python=False).files(0) == wenv.RankFiles("/dev/shm/slurm-ft-x/rank0.slot", None)
+
+
+def test_the_flight_recorder_is_named_as_the_workers_torch_reads_it():
+    def recorder(version: tuple[int, int] | None, base: dict[str, str] | None = None) -> dict[str, str]:
+        return wenv.flight_recorder_vars(job(base, torch_version=version), 5)
+
+    trace = "/s/errors/cycle5/nccl_trace_rank_"
+    new = {
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": trace,
+    }
+    old = {
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": trace,
+    }
+    assert recorder((2, 13)) == recorder((2, 8)) == recorder(None) == new
+    assert recorder((2, 7)) == recorder((1, 13)) == old
+    # a value the job set under either name is the job's: nothing added beside it
+    assert recorder((2, 13), {"TORCH_NCCL_TRACE_BUFFER_SIZE": "100"}) == {
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": trace,
+    }
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in recorder((2, 5), {"TORCH_FR_BUFFER_SIZE": "0"})
+    # the trace prefix is the cycle's, under both names: a standby starts without it
+    assert {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} <= wenv.CYCLE_VARS
+
+
+def test_the_torch_version_is_read_off_its_metadata_directory():
+    assert torchversion.version_in(["torch", "torch-2.13.0+cpu.dist-info", "numpy"]) == (2, 13)
+    assert torchversion.version_in(["torch-2.7.1.dist-info", "torchgen"]) == (2, 7)
+    assert torchversion.version_in(["torch-2.9.0a0+git1234.egg-info"]) == (2, 9)
+    assert torchversion.version_in(["torch", "torchvision-0.20.0.dist-info"]) is None
+    assert torchversion.version_in(["torch-2.7.1.dist-info", "torch-2.8.0.dist-info"]) is None
+
+
+def test_the_torch_this_interpreter_imports_is_found_without_importing_it():
+    import importlib.metadata
+
+    major, minor = importlib.metadata.version("torch").split(".")[:2]
+    assert torchversion.installed_torch() == (int(major), int(minor))

@@ -41,9 +41,17 @@ STACK_SIGNAL = signal.SIGRTMIN + 4
 INJECT_DIR = Path(__file__).resolve().parents[1] / "inject"
 STACK_FILE_ENV = "SLURM_FT_STACK_FILE"
 STACK_SIGNAL_ENV = "SLURM_FT_STACK_SIGNAL"
-# torch's NCCL flight recorder; the trace files' prefix is added per cycle
-NCCL_FLIGHT_RECORDER = (("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"), ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"))
-NCCL_TRACE_PREFIX_ENV = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+# torch's NCCL flight recorder: (the name torch 2.8 and later reads, the name before it,
+# value); the trace files' prefix is added per cycle. torch 2.8 made the recorder serve
+# every backend and renamed its variables TORCH_FR_*: it still reads the old names, but
+# warns at every worker's start that they are deprecated. TORCH_NCCL_DUMP_ON_TIMEOUT,
+# NCCL's own, kept its name.
+FR_RENAMED_IN = (2, 8)
+NCCL_FLIGHT_RECORDER = (
+    ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
+    ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+)
+NCCL_TRACE_PREFIX_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
 # The records here are NamedTuples, not dataclasses: they are defined on every launch's
@@ -75,6 +83,7 @@ class JobEnv(NamedTuple):
     state: StateDir  # cycle records, error files, NCCL traces
     run_dir: str  # the launcher's private run dir: monitor slots and stack files
     placement: Plan | None = None  # CPU/NUMA binding and NICs of each local rank
+    torch_version: tuple[int, int] | None = None  # the workers' torch (None: not found)
 
     def files(self, rank: int) -> RankFiles:
         return RankFiles.at(self.run_dir, rank, self.python)
@@ -126,12 +135,22 @@ def launcher_vars(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]
         out["PYTHONPATH"] = f"{INJECT_DIR}{os.pathsep}{path}" if path else str(INJECT_DIR)
         out[STACK_FILE_ENV] = files.stack
         out[STACK_SIGNAL_ENV] = str(int(STACK_SIGNAL))
-    trace = str(job.state.error_files_dir / f"cycle{cyc.cycle}" / "nccl_trace_rank_")
-    for key, value in (*NCCL_FLIGHT_RECORDER, (NCCL_TRACE_PREFIX_ENV, trace)):
-        if key not in base:
-            out[key] = value
+    out.update(flight_recorder_vars(job, cyc.cycle))
     if job.placement is not None:
         out.update(job.placement.ranks[local_rank].nic_env(base))
+    return out
+
+
+def flight_recorder_vars(job: JobEnv, cycle: int) -> dict[str, str]:
+    """The flight recorder's variables under the names the workers' torch reads (the new
+    ones when the version is unknown: nothing to warn about), each unless the job set it
+    under either name."""
+    trace = str(job.state.error_files_dir / f"cycle{cycle}" / "nccl_trace_rank_")
+    old = job.torch_version is not None and job.torch_version < FR_RENAMED_IN
+    out = {}
+    for new_name, old_name, value in (*NCCL_FLIGHT_RECORDER, (*NCCL_TRACE_PREFIX_ENVS, trace)):
+        if new_name not in job.base and old_name not in job.base:
+            out[old_name if old else new_name] = value
     return out
 
 
@@ -165,7 +184,7 @@ CYCLE_VARS = frozenset(
         "SLURM_FT_CYCLE_INFO",
         worker.MONITOR_ENV,
         STACK_FILE_ENV,
-        NCCL_TRACE_PREFIX_ENV,
+        *NCCL_TRACE_PREFIX_ENVS,
     }
 )
 

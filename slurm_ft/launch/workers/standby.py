@@ -283,7 +283,9 @@ class StandbyPool:
             self.say(f"standby for local rank {spec.local_rank} not used: {why}; starting it cold")
             self._end(standby)
             return None
-        payload = json.dumps({"argv": list(self.script_argv), "env": dict(spec.env), "cwd": cwd}).encode()
+        payload = json.dumps(
+            {"argv": list(self.script_argv), "cmdline": list(spec.argv), "env": dict(spec.env), "cwd": cwd}
+        ).encode()
         try:
             with _memfd(payload) as body:
                 socket.send_fds(

@@ -13,9 +13,10 @@ The conversation on FD (a stream socket to the launcher):
   imported, or ``F`` + JSON ``{"module", "error"}`` when one failed (and then exits 3:
   half an imported package is not something to run a trainer on);
 * the launcher sends one byte ``A`` with three descriptors attached: the worker's stdout
-  and stderr, and a memfd holding JSON ``{"argv", "env", "cwd"}``. Then the standby
-  becomes the worker: the descriptors replace 1 and 2, the environment and directory
-  become the cycle's, the stack dump is armed as ``sitecustomize`` arms it in a cold
+  and stderr, and a memfd holding JSON ``{"argv", "cmdline", "env", "cwd"}``. Then the
+  standby becomes the worker: the descriptors replace 1 and 2, the environment and
+  directory become the cycle's, its command line becomes a cold worker's (``cmdline``,
+  :func:`_show_cmdline`), the stack dump is armed as ``sitecustomize`` arms it in a cold
   worker, and the script runs as ``__main__`` as ``python -u SCRIPT`` would run it;
 * the launcher closing the socket instead means "not needed": the standby exits 0.
 """
@@ -30,6 +31,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from types import TracebackType
 
@@ -207,6 +209,91 @@ def _preload(spec: str, script: str) -> list[str]:
     return done
 
 
+# ---------------------------------------------------------------- the CPU share
+
+# While a standby imports (1-1.5 s of CPU for torch), the cycle's workers may be starting
+# too; on a node with few cores it would take their CPU. A standby is a session of its own,
+# and where the kernel groups a session's threads for the scheduler (autogroups, on by
+# default) the group's nice sets its share against the workers' sessions: 19 gives it
+# about 1.5 % of a contended core. Unlike a process's nice, an autogroup's can be set back
+# without privilege, so it is lowered for the imports only and restored before the
+# standby says it is ready: the worker it becomes runs at the share a cold one has. At
+# most LOW_SHARE_MAX_S, though: the workers' start-up is over by then, and where they keep
+# every core busy (CPU training, a shared node) a standby at 1.5 % would never be ready.
+# (A process's or a thread's own nice cannot be raised again without CAP_SYS_NICE, and
+# threads that torch starts while importing inherit it: where autogroups are off, a
+# standby keeps the normal share.)
+AUTOGROUP = "/proc/self/autogroup"
+LOW_NICE = 19
+# The kernel takes one autogroup change in 100 ms from unprivileged processes, machine-wide.
+AUTOGROUP_RETRY_S = 0.11
+AUTOGROUP_TRIES = 50
+LOW_SHARE_MAX_S = 10.0
+
+
+def _autogroup_nice() -> int | None:
+    """This session's autogroup nice; None where autogroups do not share out the CPU."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled", "rb") as fh:
+            if fh.read().strip() != b"1":
+                return None
+        with open(AUTOGROUP, "rb") as fh:
+            return int(fh.read().rsplit(b"nice", 1)[1])  # "/autogroup-406 nice 0"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _LowShare:
+    """The lowered share of one standby's imports: back at the end of the imports, or
+    after :data:`LOW_SHARE_MAX_S` on a timer thread, whichever comes first (the thread is
+    gone before the script runs: a warm worker has a cold one's threads)."""
+
+    def __init__(self, was: int) -> None:
+        self.was = was
+        self.back = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(LOW_SHARE_MAX_S, self._restore)
+        self.timer.daemon = True
+
+    @classmethod
+    def begin(cls) -> "_LowShare | None":
+        was = _autogroup_nice()
+        if was is None or was >= LOW_NICE or not _set_autogroup_nice(LOW_NICE):
+            return None
+        low = cls(was)
+        low.timer.start()
+        return low
+
+    def _restore(self) -> bool:
+        with self.lock:
+            self.back = self.back or _set_autogroup_nice(self.was)
+            return self.back
+
+    def end(self) -> bool:
+        """True once the share is back."""
+        self.timer.cancel()
+        self.timer.join()
+        return self._restore()
+
+
+def _set_autogroup_nice(value: int) -> bool:
+    for _ in range(AUTOGROUP_TRIES):
+        try:
+            fd = os.open(AUTOGROUP, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            os.write(fd, str(value).encode())
+            return True
+        except BlockingIOError:  # another change within the kernel's 100 ms
+            time.sleep(AUTOGROUP_RETRY_S)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+    return False
+
+
 # ---------------------------------------------------------------- the conversation
 
 
@@ -260,6 +347,56 @@ def _become(out: int, err: int, body: dict[str, object]) -> None:
     else:
         _slurm_ft_stacks.arm()
     sys.argv[:] = [str(a) for a in argv]
+    cmdline = body.get("cmdline")
+    if isinstance(cmdline, list) and cmdline:
+        _show_cmdline([str(a) for a in cmdline])
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _argv_area() -> tuple[int, int] | None:
+    """Where the kernel keeps this process's command line (``/proc/self/stat``'s
+    ``arg_start`` and ``arg_end``, fields 48 and 49), or None."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            raw = fh.read()
+        fields = raw[raw.rindex(b")") + 2 :].split()  # from field 3 on: comm may hold spaces
+        return int(fields[48 - 3]), int(fields[49 - 3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _show_cmdline(cmdline: list[str]) -> bool:
+    """Make ``/proc/self/cmdline`` (what ``ps``, ``pgrep -f`` and accounting tools read)
+    a cold worker's, ``python -u SCRIPT ARGS``, by writing it over the standby's own
+    command line in place; the rest of that area becomes NUL bytes. The standby's command
+    line is the cold one with this file's path, the descriptor, the preload and ``--``
+    between the flags and the script, so the cold one always fits; the first two words
+    (the interpreter and ``-u``) are the same bytes, so glibc's pointer to argv[0]
+    (``program_invocation_name``) still reads the same. Python copied its argv at start
+    and never reads this memory again. ``sys.orig_argv`` is made to say the same.
+
+    Only the command line: the kernel's ``/proc/self/environ`` stays the environment the
+    standby was started with (moving it takes ``PR_SET_MM_MAP``, which also resets the
+    heap's break and so races with any thread's ``malloc``; writing over it in place
+    would change strings that libraries may still point into). False when nothing was
+    written (no ``/proc``, or it does not fit)."""
+    area = _argv_area()
+    data = b"".join(os.fsencode(word) + b"\0" for word in cmdline)
+    if area is None or len(data) > area[1] - area[0]:
+        return False
+    try:
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(area[0])
+            mem.write(data.ljust(area[1] - area[0], b"\0"))
+    except OSError:
+        return False
+    try:
+        sys.orig_argv[:] = cmdline
+    except (AttributeError, TypeError):
+        pass
+    return True
 
 
 # ---------------------------------------------------------------- torch's gloo teardown
@@ -361,7 +498,13 @@ def main() -> None:
     sys.argv[:] = script_argv  # what a module reading sys.argv at import sees in the worker
     _set_path0(script_argv[0])
     start = time.monotonic()
+    low = _LowShare.begin()
     modules = _preload(preload, script_argv[0])
+    if low is not None and not low.end():
+        _send(
+            b"F", {"module": "(the CPU share)", "error": f"cannot set the autogroup's nice back to {low.was}"}
+        )
+        os._exit(EXIT_PRELOAD_FAILED)
     _send(b"R", {"seconds": round(time.monotonic() - start, 3), "modules": modules})
     activation = _wait_for_activation()
     if activation is None:
