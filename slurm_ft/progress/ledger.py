@@ -47,6 +47,10 @@ class CycleEntry:
     # between moves of its progress source (iteration): the learned hang timeouts' memory.
     silence_gap: float | None = None
     iteration_gap: float | None = None
+    # The newest snapshot's step on node 0 (``--snapshot-memory``) at the cycle's start and
+    # end: a snapshot that moved on is progress too, one that stayed put is not.
+    snapshot_start: int | None = None
+    snapshot_end: int | None = None
 
     @property
     def is_open(self) -> bool:
@@ -152,6 +156,8 @@ def _cycle_from_json(doc: Any, index: int) -> CycleEntry:
         mark_end=_optional(doc, "mark_end", str, where),
         silence_gap=_optional(doc, "silence_gap", (int, float), where),
         iteration_gap=_optional(doc, "iteration_gap", (int, float), where),
+        snapshot_start=_optional(doc, "snapshot_start", int, where),
+        snapshot_end=_optional(doc, "snapshot_end", int, where),
     )
 
 
