@@ -41,7 +41,11 @@ def _hash(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
     for index, state in sorted(opt.state_dict()["state"].items()):
         for key, value in sorted(state.items()):
             h.update(f"{index}.{key}".encode())
-            h.update(value.detach().contiguous().numpy().tobytes() if torch.is_tensor(value) else repr(value).encode())
+            h.update(
+                value.detach().contiguous().numpy().tobytes()
+                if torch.is_tensor(value)
+                else repr(value).encode()
+            )
     return h.hexdigest()[:16]
 
 

@@ -1,0 +1,146 @@
+"""The launcher's snapshot rules as data: the node's cap, the persist's account, the
+launcher's line per cycle, and the no-progress guard's view of snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slurm_ft.config import ProgressSettings
+from slurm_ft.launch.policy import Ending
+from slurm_ft.launch.snapshots.budget import NodeMemory, plan
+from slurm_ft.launch.snapshots.node import NodeSnapshots, breakpoint_of
+from slurm_ft.launch.snapshots.persist import Held, outcome
+from slurm_ft.progress import Ledger, Reading, close_cycle, open_cycle, stop_reason
+from slurm_ft.records import NodeSnapshots as NodeSnapshotsRecord
+from slurm_ft.settingsyntax import parse_persist_hook, parse_size, parse_snapshot_memory
+
+pytestmark = pytest.mark.timeout(30)
+
+GiB = 1 << 30
+
+
+def test_the_default_cap_is_a_quarter_of_the_node_at_most_half_of_shm():
+    assert plan(None, NodeMemory(64 * GiB, 32 * GiB), "/dev/shm").limit == 16 * GiB
+    assert plan(None, NodeMemory(64 * GiB, 8 * GiB), "/dev/shm").limit == 4 * GiB
+    line = plan(None, NodeMemory(64 * GiB, 32 * GiB), "/dev/shm").line
+    assert (
+        line == "snapshots: up to 16.0 GiB on this node in /dev/shm (auto: a quarter of the node's 64.0 GiB)"
+    )
+
+
+def test_zero_or_no_shared_memory_turns_snapshots_off():
+    assert plan(0, NodeMemory(64 * GiB, 32 * GiB), "/dev/shm").limit == 0
+    off = plan(None, NodeMemory(64 * GiB, None), "/dev/shm")
+    assert off.limit == 0 and off.line == "snapshots: off: no shared memory at /dev/shm"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("auto", None),
+        ("0", 0),
+        ("4096", 4096),
+        ("512M", 512 << 20),
+        ("16G", 16 * GiB),
+        ("1.5GiB", 3 * GiB // 2),
+    ],
+)
+def test_snapshot_memory_syntax(text, value):
+    assert parse_snapshot_memory(text) == value
+
+
+@pytest.mark.parametrize("text", ["lots", "-1G", "16 X", ""])
+def test_bad_sizes_are_refused(text):
+    with pytest.raises(ValueError, match="expected a size"):
+        parse_size(text)
+
+
+def test_persist_hook_syntax():
+    assert parse_persist_hook("mytrainer.ckpt:save") == ("mytrainer.ckpt", "save")
+    with pytest.raises(ValueError, match="module:function"):
+        parse_persist_hook("mytrainer.save")
+
+
+def test_the_persists_account_names_every_snapshot_not_written():
+    held = [Held(0, 40), Held(1, 40), Held(0, 40, replicated=True)]
+    out = '{"rank": 0, "replicated": false, "step": 40, "ok": true, "where": "/ckpt/rank-00000.pt"}\n'
+    out += '{"rank": 1, "replicated": false, "step": 40, "ok": false, "problem": "OSError: quota"}\n'
+    done = outcome(held, out + "not json\n", "the persist failed: killed", 1.5)
+    assert done.persisted == ("rank 0 step 40 -> /ckpt/rank-00000.pt",)
+    assert done.not_persisted == (
+        "rank 1 step 40: OSError: quota",
+        "the node's replicated copy (rank 0) step 40: the persist failed: killed",
+    )
+
+
+def test_a_persist_past_its_deadline_says_so_for_each_snapshot():
+    done = outcome([Held(3, 7)], "", "persisting took longer than 5 s (stopped)", 5.0)
+    assert done.not_persisted == ("rank 3 step 7: persisting took longer than 5 s (stopped)",)
+
+
+def test_the_breakpoint_is_named():
+    assert breakpoint_of(Ending(143, "SIGTERM")) == "signal SIGTERM"
+    assert breakpoint_of(Ending(0, "all workers finished")) == "training finished"
+    spent = Ending(1, "restart budget spent")
+    assert breakpoint_of(spent) == f"the attempt ends: {spent.outcome}"
+
+
+def test_one_launcher_line_per_cycle_says_where_ranks_resumed():
+    rec = NodeSnapshotsRecord(
+        cycle=3,
+        node="n1",
+        node_rank=1,
+        run_uuid="u",
+        time=0.0,
+        resumed=[
+            {"rank": 4, "source": "memory", "step": 120},
+            {"rank": 5, "source": "memory", "step": 120},
+            {"rank": 6, "source": "none", "step": None},
+        ],
+        newest_step=131,
+    )
+    assert NodeSnapshots.resumed_line(rec) == (
+        "cycle 3: resumed ranks 4,5 from memory at step 120; rank 6 from nothing; "
+        "newest snapshot here at its end: step 131"
+    )
+
+
+# ------------------------------------------------------------------ the no-progress guard
+
+GUARD = ProgressSettings(source="checkpoint-dir:/ckpt", max_no_progress_cycles=2, min_progress_iterations=1)
+
+
+def run_cycles(snapshots: list[tuple[int | None, int | None]], checkpoint: int = 100) -> Ledger:
+    """Cycles whose disk checkpoint never moves; (snapshot step at start, at end) each."""
+    ledger = Ledger(seen_source="checkpoint-dir:/ckpt")
+    for cycle, (start, end) in enumerate(snapshots):
+        ledger = open_cycle(ledger, cycle, 0, Reading(checkpoint, snapshot=start), None, GUARD)
+        ledger = close_cycle(ledger, Reading(checkpoint, snapshot=end), "failed", GUARD, None)
+    return ledger
+
+
+def test_a_snapshot_that_moved_on_is_progress_when_the_checkpoint_did_not():
+    ledger = run_cycles([(None, 110), (110, 125), (125, 131)])
+    assert [c.progressed for c in ledger.cycles] == [True, True, True]
+    assert stop_reason(ledger, GUARD) is None
+
+
+def test_a_job_that_only_ever_resumes_from_the_same_snapshot_is_stopped():
+    ledger = run_cycles([(None, 110), (110, 110), (110, 110)])
+    assert [c.progressed for c in ledger.cycles] == [True, False, False]
+    assert stop_reason(ledger, GUARD) == "no progress in the last 2 cycles (iteration stuck at 100)"
+
+
+def test_a_requeued_attempt_starting_with_empty_memory_counts_from_the_snapshot_it_had():
+    # the requeue resumes from the persisted copy of step 110 and fails before the next snapshot
+    ledger = run_cycles([(None, 110), (None, 110), (None, 110)])
+    assert [c.progressed for c in ledger.cycles] == [True, False, False]
+    assert stop_reason(ledger, GUARD) is not None
+
+
+def test_without_snapshots_the_guard_judges_as_before():
+    ledger = run_cycles([(None, None), (None, None)])
+    assert [c.progressed for c in ledger.cycles] == [False, False]
+    assert dataclasses.replace(ledger).streak == 2
