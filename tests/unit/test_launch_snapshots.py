@@ -144,3 +144,40 @@ def test_without_snapshots_the_guard_judges_as_before():
     ledger = run_cycles([(None, None), (None, None)])
     assert [c.progressed for c in ledger.cycles] == [False, False]
     assert dataclasses.replace(ledger).streak == 2
+
+
+# ------------------------------------------------------------------ the report
+
+
+def test_lost_work_is_split_at_the_snapshot_the_job_resumed_from():
+    from slurm_ft.report.analysis import lost_since_snapshot
+
+    # 30 s lost after the checkpoint of step 100 at 0.2 s/step; resumed from step 248:
+    # 29.6 s were kept by the snapshot, 0.4 s (two steps) are really lost
+    assert lost_since_snapshot(30.0, 100, 248, 0.2) == pytest.approx(0.4)
+    assert lost_since_snapshot(30.0, 100, None, 0.2) == 30.0  # no snapshot: all of it
+    assert lost_since_snapshot(30.0, 100, 90, 0.2) == 30.0  # an older snapshot helps nothing
+    assert lost_since_snapshot(1.0, 100, 248, 0.2) == 0.0
+
+
+def test_the_timeline_shows_the_cycles_that_resumed_from_snapshots():
+    from slurm_ft.report.analysis import CycleView, snapshot_restores
+
+    def cycle(n: int) -> CycleView:
+        return CycleView(
+            n, 0, n, 100.0 * n, 100.0 * n + 90, "failed", ("a", "b"), 4, None, None, None, None, "record"
+        )
+
+    def node(n: int, name: str, *resumed: tuple[int, str, int | None]) -> NodeSnapshotsRecord:
+        docs = [{"rank": r, "source": s, "step": st} for r, s, st in resumed]
+        return NodeSnapshotsRecord(cycle=n, node=name, node_rank=0, run_uuid="u", time=0.0, resumed=docs)
+
+    snaps = [
+        node(0, "a", (0, "none", None), (1, "none", None)),
+        node(1, "a", (0, "memory", 40), (1, "memory", 40)),
+        node(1, "b", (2, "memory", 41), (3, "none", None)),
+    ]
+    restores = snapshot_restores(snaps, [cycle(0), cycle(1)])
+    assert [(r.cycle, r.time, r.step, r.sources) for r in restores] == [
+        (1, 100.0, 40, ("memory x3", "none x1"))
+    ]
