@@ -325,7 +325,7 @@ DETAILS: dict[str, dict[str, str]] = {
     "slurm-ft-drill": {
         "JOBID FAULT": (
             "the job (or `--state-dir`) and the fault: `crash`, `kill`, `hang`, `freeze-launcher`, "
-            "`lose-node`, `preempt`"
+            "`lose-node`, `kill-launcher` (the launcher alone, and with it its node's snapshots), `preempt`"
         ),
         "--rank": "global rank to hit (crash, kill, hang; default: the last)",
         "--node": (
