@@ -62,6 +62,7 @@ SIGNALS_ENV = "SLURM_FT_FORWARDED_SIGNALS"
 SNAPSHOT_DIR_ENV = "SLURM_FT_SNAPSHOT_DIR"
 SNAPSHOT_LIMIT_ENV = "SLURM_FT_SNAPSHOT_LIMIT"
 SNAPSHOT_STEP_ENV = "SLURM_FT_SNAPSHOT_STEP"
+SNAPSHOT_PERSISTED_ENV = "SLURM_FT_SNAPSHOT_PERSISTED"  # the launchers' persist dir, if any
 
 MAGIC = b"SFTWMON1"
 SLOT_SIZE = 128
@@ -219,6 +220,7 @@ def _snapshot_session() -> Session | None:
         limit=int(limit_text) if limit_text.isdigit() else None,
         placement=placement,
         resume_step=int(step_text) if step_text.lstrip("-").isdigit() else None,
+        persisted=Path(env[SNAPSHOT_PERSISTED_ENV]) if env.get(SNAPSHOT_PERSISTED_ENV) else None,
     )
     _session = session.Session(settings)
     return _session
@@ -241,7 +243,12 @@ def restore_snapshot(*, mapped: bool = False) -> Restored | None:
     copied at once (``model.load_state_dict``) and never kept, since the next snapshots
     reuse those pages."""
     found = _snapshot_session()
-    loaded = found.restore(copy=not mapped) if found is not None else None
+    if found is None:
+        return None
+    from slurm_ft.snapshot import session
+
+    loaded = found.restore(copy=not mapped) or session.restore_persisted(found)
+    session.note_restore(found, loaded)
     return Restored(loaded.step, loaded.state, loaded.source) if loaded is not None else None
 
 

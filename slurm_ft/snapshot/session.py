@@ -42,6 +42,7 @@ class Settings:
     limit: int | None  # bytes the node's snapshots may hold; None: no cap but the file system's
     placement: Placement
     resume_step: int | None  # the step the launcher chose for every rank; None: the newest
+    persisted: Path | None = None  # where the launchers persisted the last attempt's snapshots
 
 
 @dataclass(frozen=True)
@@ -186,3 +187,45 @@ class Session:
             self.say_once("torn", f"not restored: {where} of step {best.step}: {exc}")
             return None
         return Loaded(best.step, state, best.header.origin.word)
+
+
+# ----------------------------------------------------------------- added by snaplaunch (#43 part 2)
+
+
+def restore_persisted(self: Session) -> Loaded | None:
+    """The last attempt's snapshot the launchers persisted (``--snapshot-persist-dir``), when
+    the node's memory holds none for this rank: a requeued attempt starts with empty memory."""
+    if self.settings.persisted is None:
+        return None
+    from slurm_ft.snapshot import persisted
+
+    p = self.settings.placement
+    try:
+        found = persisted.load(self.settings.persisted, p.rank, p.world_size)
+    except Exception as exc:  # a torn or foreign file: said once, training starts without it
+        self.say_once(
+            "persisted", f"not restored from {self.settings.persisted}: {type(exc).__name__}: {exc}"
+        )
+        return None
+    return Loaded(found[0], found[1], "persisted") if found is not None else None
+
+
+def note_restore(self: Session, loaded: Loaded | None) -> None:
+    """Where this rank resumed from, for the launcher's records (``restored-rank-RRRRR.json``
+    in the area, read after the cycle); a note that cannot be written is left out."""
+    import json
+
+    from slurm_ft import atomicfile
+
+    p = self.settings.placement
+    doc = {
+        "step": loaded.step if loaded is not None else None,
+        "source": loaded.source if loaded is not None else "none",
+        "cycle": p.cycle,
+    }
+    try:
+        atomicfile.write_bytes(
+            self.settings.area / f"restored-rank-{p.rank:05d}.json", json.dumps(doc).encode()
+        )
+    except OSError:
+        pass

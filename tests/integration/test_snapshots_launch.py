@@ -43,13 +43,13 @@ def areas(job: SimJob) -> list[Path]:
     return sorted(SHM.glob(f"slurm-ft-snap.{os.getuid()}.*{job.job_id}.n*"))
 
 
-def assert_resumed_truly(tmp: Path, rank: int, cycle: int) -> dict:
-    """The rank's resume in ``cycle`` came from memory, at a step it logged in the cycle
+def assert_resumed_truly(tmp: Path, rank: int, cycle: int, source: str = "memory") -> dict:
+    """The rank's resume in ``cycle`` came from ``source``, at a step it logged in a cycle
     before, with that step's parameters and optimizer state, losing at most one step."""
     log = events(tmp, rank)
     resume = next(e for e in log if e["event"] == "resume" and e["cycle"] == cycle)
     before = {e["step"]: e["hash"] for e in log if e["event"] == "step" and e["cycle"] < cycle}
-    assert resume["source"] == "memory", resume
+    assert resume["source"] == source, resume
     assert resume["step"] in before, (resume, sorted(before))
     assert resume["hash"] == before[resume["step"]], (resume, before[resume["step"]])
     assert max(before) - resume["step"] <= 1, (resume, max(before))
@@ -78,8 +78,11 @@ def test_worker_sigkill_resumes_every_rank_from_memory_at_that_steps_state(tmp_p
         assert killed["step"] == 6  # the snapshot of the very step it died after
         for k in (0, 1):
             rec = json.loads((job.state / "snapshots" / "cycle1" / f"node{k}.json").read_text())
+            resumed = assert_resumed_truly(tmp_path, k, 1)
+            assert rec["resumed"] == [{"rank": k, "source": "memory", "step": resumed["step"]}]
             assert rec["newest_step"] == 14
         assert "cycle 0: resumed rank 0 from nothing" in job.node(0).err()
+        assert "cycle 1: resumed rank 1 from memory at step 6;" in job.node(1).err()
         assert not areas(job), "the job's areas are removed at its end"
         job.assert_no_orphans()
     finally:
@@ -142,7 +145,8 @@ def test_sigkilled_launchers_area_is_swept_and_its_rank_goes_on_from_its_checkpo
         assert live.exists()
         resumes = {r: [e for e in events(tmp_path, r) if e["event"] == "resume"][-1] for r in (0, 1)}
         assert resumes[1]["source"] == "checkpoint" and resumes[1]["step"] % 4 == 0, resumes
-        assert resumes[0]["source"] in ("persisted", "checkpoint"), resumes
+        persisted_step = int(persisted["persisted"][0].split()[3])
+        assert assert_resumed_truly(tmp_path, 0, resumes[0]["cycle"], "persisted")["step"] == persisted_step
         assert finished(tmp_path, 0, 30) and finished(tmp_path, 1, 30)
         assert not areas(job)
     finally:

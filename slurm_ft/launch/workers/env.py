@@ -66,10 +66,6 @@ class RankFiles(NamedTuple):
         )
 
 
-# Where the launchers persist snapshots (slurm_ft.worker's restore falls back to it).
-SNAPSHOT_PERSISTED_ENV = "SLURM_FT_SNAPSHOT_PERSISTED"
-
-
 class SnapshotEnv(NamedTuple):
     """The node's snapshot area (made at the launcher's start), its cap, and the persist dir."""
 
@@ -151,7 +147,7 @@ def launcher_vars(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]
         out[worker.SNAPSHOT_DIR_ENV] = job.snapshots.area
         out[worker.SNAPSHOT_LIMIT_ENV] = str(job.snapshots.limit)
         if job.snapshots.persisted:
-            out[SNAPSHOT_PERSISTED_ENV] = job.snapshots.persisted
+            out[worker.SNAPSHOT_PERSISTED_ENV] = job.snapshots.persisted
     return out
 
 
