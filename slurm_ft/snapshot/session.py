@@ -122,6 +122,14 @@ class Session:
             )
         return False
 
+    def _writer(self, key: str) -> writer.SlotWriter:
+        found = self._writers.get(key)
+        if found is None:
+            found = self._writers[key] = writer.SlotWriter(
+                self.settings.area, key, self._me, self.settings.limit
+            )
+        return found
+
     def restore(self, *, copy: bool = True) -> Loaded | None:
         if not self._usable():
             return None
@@ -180,9 +188,13 @@ class Session:
                 f"{best.world_size}, this worker is rank {p.rank} of {p.world_size}",
             )
             return None
+        # another local rank writes the node's replicated copy: its pages are never lent
+        copy = copy or (best.replicated and p.local_rank != 0)
         try:
             state = reader.load(best, copy=copy)
         except reader.Torn as exc:
             self.say_once("torn", f"not restored: {where} of step {best.step}: {exc}")
             return None
+        if not copy:
+            self._writer(best.key).lend(best.path)
         return Loaded(best.step, state, best.header.origin.word)

@@ -138,6 +138,17 @@ class _Mapped:
         self.map: mmap.mmap | None = None
         self.pinned = False
 
+    def new_inode(self) -> None:
+        """Put a new, empty file in the slot's place: a mapped restore's tensors keep the
+        old one (unlinked, freed with the last of them), never seeing a later snapshot."""
+        self._unmap()
+        os.close(self.fd)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
@@ -182,6 +193,12 @@ class SlotWriter:
         self.limit = limit
         self._slots = tuple(_Mapped(p) for p in layout.slot_paths(area, key))
         self._side_stream: torch.cuda.Stream | None = None
+        self._lent: set[Path] = set()  # slots whose pages a mapped restore handed out
+
+    def lend(self, path: Path) -> None:
+        """``path``'s pages were handed to the trainer without a copy: its next write goes
+        to a new file rather than under those tensors."""
+        self._lent.add(path)
 
     def write(self, step: int, state: Mapping[str, object], *, on_chunk: ChunkHook | None = None) -> Result:
         try:
@@ -202,6 +219,9 @@ class SlotWriter:
     def _write_locked(self, step: int, laid: Plan, on_chunk: ChunkHook | None) -> Result:
         gens = [s.generation() for s in self._slots]
         target = self._slots[0 if gens[0] <= gens[1] else 1]
+        if target.path in self._lent:
+            self._lent.discard(target.path)
+            target.new_inode()
         target.unseal()
         refused = self._reserve(target, laid.file_size)
         if refused is not None:

@@ -2,7 +2,8 @@
 on stdin, one answer per line on stdout (so a test drives real processes step by step):
 
     snap STEP [replicated]   -> "snap STEP True|False"
-    restore                  -> "restored STEP SOURCE WHOLE" or "restored None"
+    restore [mapped]         -> "restored STEP SOURCE WHOLE" or "restored None"
+    kept                     -> "kept STEP WHOLE": the last restored state, read again now
     exit
 
 The state of step S is a few tensors (``--mib`` MiB in all) filled with S, a non-contiguous
@@ -50,6 +51,7 @@ def main() -> int:
     parser.add_argument("--mib", type=float, default=1.0)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    kept: worker.Restored | None = None
     print("ready", flush=True)
     for line in sys.stdin:
         words = line.split()
@@ -57,10 +59,10 @@ def main() -> int:
             continue
         if words[0] == "snap":
             step = int(words[1])
-            kept = worker.snapshot(step, state_of(step, args.mib), replicated="replicated" in words[2:])
-            print(f"snap {step} {kept}", flush=True)
+            taken = worker.snapshot(step, state_of(step, args.mib), replicated="replicated" in words[2:])
+            print(f"snap {step} {taken}", flush=True)
         elif words[0] == "restore":
-            got = worker.restore_snapshot()
+            got = kept = worker.restore_snapshot(mapped="mapped" in words[1:])
             if got is None:
                 print("restored None", flush=True)
             else:
@@ -68,6 +70,8 @@ def main() -> int:
                     f"restored {got.step} {got.source.replace(' ', '-')} {whole(got.step, got.state)}",
                     flush=True,
                 )
+        elif words[0] == "kept" and kept is not None:
+            print(f"kept {kept.step} {whole(kept.step, kept.state)}", flush=True)
         elif words[0] == "exit":
             return 0
     return 0

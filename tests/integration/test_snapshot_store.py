@@ -60,6 +60,19 @@ def test_the_next_cycle_restores_the_newest_whole_snapshot(snap_area: Path, trai
     assert second.finish() == (0, [])
 
 
+def test_a_mapped_restore_keeps_its_values_while_the_trainer_snapshots_on(
+    snap_area: Path, trainers: list[Trainer]
+) -> None:
+    first = start(trainers, snap_area, cycle=1)
+    assert [first.ask(f"snap {s}") for s in (1, 2)] == ["snap 1 True", "snap 2 True"]
+    first.kill()
+    second = start(trainers, snap_area, cycle=2)
+    assert second.ask("restore mapped") == "restored 2 memory True"
+    assert [second.ask(f"snap {s}") for s in (3, 4, 5)] == ["snap 3 True", "snap 4 True", "snap 5 True"]
+    assert second.ask("kept") == "kept 2 True"  # the slot it was mapped from was written twice since
+    assert second.ask("restore") == "restored 5 memory True"
+
+
 def test_a_leftover_worker_of_the_last_cycle_cannot_write_over_the_new_one(
     snap_area: Path, trainers: list[Trainer]
 ) -> None:
