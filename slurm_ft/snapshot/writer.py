@@ -110,7 +110,7 @@ def plan(state: Mapping[str, object]) -> Plan:
     try:
         pickler.dump(dict(state))
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        raise Unsupported(f"a value cannot be pickled: {exc}") from None
+        raise Unsupported(f"a value that cannot be pickled: {exc}") from None
     tensors = tuple((tensor, ref[1]) for tensor, ref in pickler.placed.values())
     return Plan(tensors=tensors, tensor_bytes=pickler.end, skeleton=out.getvalue())
 

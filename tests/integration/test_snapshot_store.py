@@ -243,3 +243,22 @@ def test_without_the_launchers_area_the_calls_are_no_ops_and_torch_stays_unloade
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "False None False"
+
+
+def test_state_a_snapshot_cannot_keep_is_refused_with_what_it_is(snap_area: Path) -> None:
+    import torch
+
+    from slurm_ft.snapshot import writer
+
+    for state, said in (
+        ({"w": torch.eye(3).to_sparse()}, "the state holds a torch.sparse_coo torch.float32 tensor on cpu"),
+        (
+            {"w": torch.empty(3, device="meta")},
+            "the state holds a torch.strided torch.float32 tensor on meta",
+        ),
+        ({"f": lambda: 1}, "the state holds a value that cannot be pickled"),
+    ):
+        me = writer.Identity(1, 0, 0, 0, 1, 1, os.getpid(), None)
+        result = writer.SlotWriter(snap_area, layout.rank_key(0), me, None).write(1, state)
+        assert result.outcome is writer.Outcome.UNSUPPORTED and result.message.startswith(said), result
+    assert reader.describe(snap_area) == []
