@@ -3,8 +3,8 @@
 One slot file is one whole snapshot, so shipping it is sending its bytes: a preamble
 (magic and length), the file (its sealed header first), a trailer (whether the sender's
 slot was still the same snapshot when the last byte left, and a CRC-32 of everything
-sent). The receiver writes into the key's older slot with the writer's own protocol
-(unseal, reserve, copy, seal last) and seals it only when the length, the CRC and the
+sent). The receiver writes a new file in the key's older slot's place (reserve, copy, seal
+last) and seals it only when the length, the CRC and the
 sender's word all agree: a stream cut, corrupted or torn at the source leaves the
 receiving area as it was. Works over any file object: a file, a pipe, ``socket.makefile``.
 Standard library only (the launcher ships bytes, it never needs torch for it).
@@ -105,10 +105,13 @@ def _receive_locked(
     gens = [found.generation if (found := reader.read_header(p)) else 0 for p in paths]
     target = paths[0 if gens[0] <= gens[1] else 1]
     size = sealed.header.file_size
-    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # a new file in the older slot's place: a trainer's mapped restore may still use the old one
     try:
-        if os.fstat(fd).st_size >= layout.HEADER_SIZE:
-            os.pwrite(fd, layout.ZERO_SEAL, layout.SEAL_OFFSET)
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
         space = claim.KeyLock.acquire(layout.space_lock_path(area), wait_s=LOCK_WAIT_S)
         if space is None:
             raise ShipError(f"the space lock of {area} stays busy")

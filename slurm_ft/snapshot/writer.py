@@ -138,6 +138,18 @@ class _Mapped:
         self.map: mmap.mmap | None = None
         self.pinned = False
 
+    def follow_path(self) -> None:
+        """Reopen when the file at the slot's path is no longer the one held open (the
+        launcher put a received copy there, or removed it): writes go where readers look."""
+        try:
+            same = os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self._unmap()
+            os.close(self.fd)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
     def new_inode(self) -> None:
         """Put a new, empty file in the slot's place: a mapped restore's tensors keep the
         old one (unlinked, freed with the last of them), never seeing a later snapshot."""
@@ -217,6 +229,8 @@ class SlotWriter:
             return self._write_locked(step, laid, on_chunk)
 
     def _write_locked(self, step: int, laid: Plan, on_chunk: ChunkHook | None) -> Result:
+        for slot in self._slots:
+            slot.follow_path()
         gens = [s.generation() for s in self._slots]
         target = self._slots[0 if gens[0] <= gens[1] else 1]
         if target.path in self._lent:

@@ -108,3 +108,24 @@ def test_a_slot_rewritten_while_it_is_sent_is_refused_on_arrival(
         fresh = reader.newest(snap_area, KEY)
         assert fresh is not None
         ship.receive(other_area, io.BytesIO(_shipped(fresh)), origin=layout.Origin.PEER, max_size=4096)
+
+
+def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_its_area(
+    snap_area: Path, other_area: Path, trainers: list[Trainer]
+) -> None:
+    here = start(trainers, snap_area, rank=2, world=4, cycle=1)
+    assert [here.ask(f"snap {s}") for s in (1, 2)] == ["snap 1 True", "snap 2 True"]
+    elsewhere = start(trainers, other_area, rank=2, world=4, cycle=1)
+    assert elsewhere.ask("snap 50") == "snap 50 True"
+    info = reader.newest(other_area, KEY)
+    assert info is not None
+    ship.receive(snap_area, io.BytesIO(_shipped(info)), origin=layout.Origin.PEER, max_size=1 << 30)
+    assert [(i.step, i.header.origin) for i in reader.complete_slots(snap_area, KEY)] == [
+        (50, layout.Origin.PEER),
+        (2, layout.Origin.WRITTEN),
+    ]
+    assert here.ask("snap 3") == "snap 3 True"  # into the slot of step 2, now the older one
+    assert [(i.step, i.header.origin) for i in reader.complete_slots(snap_area, KEY)] == [
+        (3, layout.Origin.WRITTEN),
+        (50, layout.Origin.PEER),
+    ]
