@@ -107,6 +107,12 @@ def describe(area: Path) -> list[SnapshotInfo]:
     return [info for key in keys(area) if (info := newest(area, key)) is not None]
 
 
+def held_steps(area: Path) -> dict[str, list[int]]:
+    """Every key's complete snapshots' steps, newest first (what the launcher reports for
+    :func:`slurm_ft.snapshot.choice.newest_common_step`)."""
+    return {key: [info.step for info in complete_slots(area, key)] for key in keys(area)}
+
+
 # --------------------------------------------------------------------------- loading
 
 

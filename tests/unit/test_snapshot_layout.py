@@ -119,3 +119,14 @@ def test_sizes_are_said_in_binary_units() -> None:
         "3.0 MiB",
         "5.0 GiB",
     ]
+
+
+def test_the_resume_step_is_the_newest_every_required_holder_has() -> None:
+    from slurm_ft.snapshot.choice import newest_common_step
+
+    held = {0: [120, 119], 1: [119, 118], 2: [120, 119]}  # rank 1 was killed writing 120
+    assert newest_common_step(held, [0, 1, 2]) == 119
+    assert newest_common_step(held, [0, 2]) == 120
+    assert newest_common_step(held, [0, 1, 2, 3]) is None  # rank 3's state is nowhere
+    assert newest_common_step({0: [5], 1: [7]}, [0, 1]) is None
+    assert newest_common_step({}, []) is None
