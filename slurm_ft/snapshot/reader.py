@@ -159,16 +159,17 @@ class _SkeletonUnpickler(pickle.Unpickler):
         self._view = view
         self._header = header
         self._copy = copy
-        self._made: dict[int, torch.Tensor] = {}
+        self._region: torch.Tensor | None = None  # the tensors' bytes, one view for all
 
-    def persistent_load(self, pid: object) -> object:
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) == (layout.__name__, layout.tensor_ref.__name__):
+            return self._tensor
+        return super().find_class(module, name)
+
+    def _tensor(self, offset: object, dtype_name: object, shape: object) -> torch.Tensor:
         import torch
 
-        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "t"):
-            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
-        _, offset, dtype_name, shape = pid
-        if offset in self._made:
-            return self._made[offset]
+        pid = (offset, dtype_name, shape)
         dtype = getattr(torch, str(dtype_name), None)
         if not isinstance(dtype, torch.dtype) or not isinstance(offset, int) or not isinstance(shape, tuple):
             raise pickle.UnpicklingError(f"bad tensor reference {pid!r}")
@@ -181,13 +182,10 @@ class _SkeletonUnpickler(pickle.Unpickler):
         if offset < 0 or offset % layout.ALIGN or offset + nbytes > self._header.tensor_bytes:
             raise pickle.UnpicklingError(f"tensor reference {pid!r} outside the slot")
         if nbytes == 0:
-            tensor = torch.empty(shape, dtype=dtype)
-        else:
-            raw = torch.frombuffer(
-                self._view, dtype=torch.uint8, count=nbytes, offset=layout.HEADER_SIZE + offset
+            return torch.empty(shape, dtype=dtype)
+        if self._region is None:
+            self._region = torch.frombuffer(
+                self._view, dtype=torch.uint8, count=self._header.tensor_bytes, offset=layout.HEADER_SIZE
             )
-            tensor = raw.view(dtype).view(shape)
-            if self._copy:
-                tensor = tensor.clone()
-        self._made[offset] = tensor
-        return tensor
+        tensor = self._region[offset : offset + nbytes].view(dtype).view(shape)
+        return tensor.clone() if self._copy else tensor

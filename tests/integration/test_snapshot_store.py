@@ -262,3 +262,34 @@ def test_state_a_snapshot_cannot_keep_is_refused_with_what_it_is(snap_area: Path
         result = writer.SlotWriter(snap_area, layout.rank_key(0), me, None).write(1, state)
         assert result.outcome is writer.Outcome.UNSUPPORTED and result.message.startswith(said), result
     assert reader.describe(snap_area) == []
+
+
+def test_odd_tensors_come_back_as_they_went_in(snap_area: Path) -> None:
+    import torch
+
+    from slurm_ft.snapshot import writer
+
+    shared = torch.arange(6, dtype=torch.float16).view(2, 3)
+    state = {
+        "a": shared,
+        "b": [shared, {"c": shared.t()}],  # the same tensor again, and a strided view of it
+        "empty": torch.empty(0, 4),
+        "scalar": torch.tensor(7, dtype=torch.int64),
+        "flags": torch.tensor([True, False]),
+        "bf16": torch.ones(3, dtype=torch.bfloat16),
+        "param": torch.nn.Parameter(torch.ones(2)),
+    }
+    me = writer.Identity(1, 0, 0, 0, 1, 1, os.getpid(), None)
+    assert (
+        writer.SlotWriter(snap_area, layout.rank_key(0), me, None).write(3, state).outcome
+        is writer.Outcome.KEPT
+    )
+    info = reader.newest(snap_area, layout.rank_key(0))
+    assert info is not None
+    for copy in (True, False):
+        back = reader.load(info, copy=copy)
+        assert back["b"][0] is back["a"] and torch.equal(back["a"], shared)  # type: ignore[index]
+        assert torch.equal(back["b"][1]["c"], shared.t())  # type: ignore[index]
+        assert back["empty"].shape == (0, 4) and back["scalar"].item() == 7  # type: ignore[attr-defined]
+        assert back["flags"].tolist() == [True, False] and back["bf16"].dtype == torch.bfloat16  # type: ignore[attr-defined]
+        assert type(back["param"]) is torch.Tensor and back["param"].tolist() == [1.0, 1.0]  # type: ignore[attr-defined]
