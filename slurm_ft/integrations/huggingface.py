@@ -60,7 +60,8 @@ class SnapshotCallback(TrainerCallback):
         lr_scheduler: Stateful | None = None,
         **kwargs: object,
     ) -> None:
-        restored = worker.restore_snapshot(mapped=True)  # every tensor is copied into its owner here
+        # copied: an optimizer on the CPU keeps the tensors it is given (load_state_dict does not copy them)
+        restored = worker.restore_snapshot()
         if restored is None or model is None:
             return
         saved = restored.state

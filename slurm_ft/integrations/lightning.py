@@ -61,7 +61,8 @@ class SnapshotCallback(Callback):
         self.restored_step: int | None = None
 
     def on_fit_start(self, trainer: Trainer, pl_module: Stateful) -> None:
-        restored = worker.restore_snapshot(mapped=True)  # every tensor is copied into its owner here
+        # copied: an optimizer on the CPU keeps the tensors it is given (load_state_dict does not copy them)
+        restored = worker.restore_snapshot()
         if restored is None:
             return
         state = restored.state
