@@ -12,15 +12,17 @@ torn rather than returned.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft.snapshot import layout
+from slurm_ft.snapshot import claim, layout
 
 if TYPE_CHECKING:
     import torch
@@ -111,6 +113,21 @@ def held_steps(area: Path) -> dict[str, list[int]]:
     """Every key's complete snapshots' steps, newest first (what the launcher reports for
     :func:`slurm_ft.snapshot.choice.newest_common_step`)."""
     return {key: [info.step for info in complete_slots(area, key)] for key in keys(area)}
+
+
+@contextlib.contextmanager
+def held_still(area: Path, key: str, *, wait_s: float) -> Iterator[SnapshotInfo | None]:
+    """The key's newest complete snapshot, kept from change while the block runs: a worker
+    that is still running skips its snapshots meanwhile (its call returns False). For the
+    launcher persisting a snapshot (``load(copy=False)`` and ``torch.save`` inside the
+    block) while the workers may still be alive. None: no snapshot, or the lock was not
+    had within ``wait_s``."""
+    lock = claim.KeyLock.acquire(layout.owner_path(area, key), shared=True, wait_s=wait_s)
+    if lock is None:
+        yield None
+        return
+    with lock:
+        yield newest(area, key)
 
 
 # --------------------------------------------------------------------------- loading

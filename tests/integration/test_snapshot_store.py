@@ -293,3 +293,16 @@ def test_odd_tensors_come_back_as_they_went_in(snap_area: Path) -> None:
         assert back["empty"].shape == (0, 4) and back["scalar"].item() == 7  # type: ignore[attr-defined]
         assert back["flags"].tolist() == [True, False] and back["bf16"].dtype == torch.bfloat16  # type: ignore[attr-defined]
         assert type(back["param"]) is torch.Tensor and back["param"].tolist() == [1.0, 1.0]  # type: ignore[attr-defined]
+
+
+def test_a_snapshot_held_still_for_persisting_is_not_written_over(
+    snap_area: Path, trainers: list[Trainer]
+) -> None:
+    t = start(trainers, snap_area, cycle=1)
+    assert t.ask("snap 1") == "snap 1 True"
+    with reader.held_still(snap_area, layout.rank_key(0), wait_s=5) as info:
+        assert info is not None and info.step == 1
+        assert [t.ask(f"snap {s}") for s in (2, 3)] == ["snap 2 False", "snap 3 False"]  # skipped, silently
+        assert reader.newest(snap_area, layout.rank_key(0)) == info
+    assert t.ask("snap 4") == "snap 4 True"
+    assert t.finish() == (0, [])
