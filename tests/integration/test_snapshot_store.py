@@ -60,6 +60,20 @@ def test_the_next_cycle_restores_the_newest_whole_snapshot(snap_area: Path, trai
     assert second.finish() == (0, [])
 
 
+def test_the_step_the_launcher_chose_is_restored_from_either_slot(
+    snap_area: Path, trainers: list[Trainer]
+) -> None:
+    first = start(trainers, snap_area, cycle=1)
+    assert [first.ask(f"snap {s}") for s in (1, 2)] == ["snap 1 True", "snap 2 True"]
+    first.kill()
+    older = start(trainers, snap_area, cycle=2, resume_step=1)
+    assert older.ask("restore") == "restored 1 memory True"
+    older.kill()
+    missing = start(trainers, snap_area, cycle=3, resume_step=7)
+    assert missing.ask("restore") == "restored None"
+    assert missing.finish() == (0, ["slurm-ft snapshot: not restored: no snapshot of step 7 here"])
+
+
 def test_a_mapped_restore_keeps_its_values_while_the_trainer_snapshots_on(
     snap_area: Path, trainers: list[Trainer]
 ) -> None:

@@ -28,6 +28,7 @@ class Trainer:
         cycle: int = 1,
         limit: int | None = None,
         mib: float = 0.5,
+        resume_step: int | None = None,
     ) -> None:
         env = {
             **os.environ,
@@ -39,6 +40,9 @@ class Trainer:
             "SLURM_FT_CYCLE": str(cycle),
         }
         env.pop("SLURM_FT_SNAPSHOT_LIMIT", None)
+        env.pop("SLURM_FT_SNAPSHOT_STEP", None)
+        if resume_step is not None:
+            env["SLURM_FT_SNAPSHOT_STEP"] = str(resume_step)
         if limit is not None:
             env["SLURM_FT_SNAPSHOT_LIMIT"] = str(limit)
         self.proc = subprocess.Popen(
