@@ -81,14 +81,13 @@ def read_header(path: Path) -> layout.Sealed | None:
 
 
 def complete_slots(area: Path, key: str) -> list[SnapshotInfo]:
-    """Both slots of ``key`` that hold a complete snapshot, the newest first: the higher
-    step, then the later written (a copy the launcher placed may be of an older step)."""
+    """Both slots of ``key`` that hold a complete snapshot, the newest first."""
     found = []
     for path in layout.slot_paths(area, key):
         sealed = read_header(path)
         if sealed is not None:
             found.append(SnapshotInfo(key, path, sealed.generation, sealed.header))
-    return sorted(found, key=lambda info: (info.step, info.generation), reverse=True)
+    return sorted(found, key=lambda info: info.generation, reverse=True)
 
 
 def newest(area: Path, key: str) -> SnapshotInfo | None:
