@@ -165,20 +165,29 @@ class Session:
 
     def _restore_locked(self, own: str, copy: bool) -> Loaded | None:
         p = self.settings.placement
-        candidates = [
-            *reader.complete_slots(self.settings.area, own),
-            *reader.complete_slots(self.settings.area, layout.REPLICATED),
-        ]
+        area = self.settings.area
         if self.settings.resume_step is not None:
-            candidates = [c for c in candidates if c.step == self.settings.resume_step]
+            # the launcher's choice, from either slot: every rank resumes from the same step
+            candidates = [
+                c
+                for key in (own, layout.REPLICATED)
+                for c in reader.complete_slots(area, key)
+                if c.step == self.settings.resume_step
+            ]
             if not candidates:
                 self.say_once(
                     "no-step", f"not restored: no snapshot of step {self.settings.resume_step} here"
                 )
                 return None
+        else:
+            # each key's most recent write: its current timeline, even where an abandoned one
+            # left a higher step in the other slot (a cycle that resumed from a checkpoint)
+            candidates = [
+                c for key in (own, layout.REPLICATED) if (c := reader.newest(area, key)) is not None
+            ]
         if not candidates:
             return None
-        # the newest step; between equal steps the rank's own shard, then the newer write
+        # between the rank's own shard and the node's replicated copy: the newer step
         best = max(candidates, key=lambda c: (c.step, not c.replicated, c.generation))
         where = "the node's replicated copy" if best.replicated else own
         if best.world_size != p.world_size or (not best.replicated and best.rank != p.rank):

@@ -74,6 +74,19 @@ def test_the_step_the_launcher_chose_is_restored_from_either_slot(
     assert missing.finish() == (0, ["slurm-ft snapshot: not restored: no snapshot of step 7 here"])
 
 
+def test_a_cycle_that_started_over_is_restored_from_its_own_timeline(
+    snap_area: Path, trainers: list[Trainer]
+) -> None:
+    first = start(trainers, snap_area, cycle=1)
+    assert [first.ask(f"snap {s}") for s in (450, 451)] == ["snap 450 True", "snap 451 True"]
+    first.kill()
+    second = start(trainers, snap_area, cycle=2)  # resumed from a checkpoint of step 399, not from memory
+    assert second.ask("snap 400") == "snap 400 True"
+    second.kill()
+    third = start(trainers, snap_area, cycle=3)
+    assert third.ask("restore") == "restored 400 memory True"  # not 451, still in the other slot
+
+
 def test_a_mapped_restore_keeps_its_values_while_the_trainer_snapshots_on(
     snap_area: Path, trainers: list[Trainer]
 ) -> None:
