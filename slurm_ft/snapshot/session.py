@@ -41,7 +41,7 @@ class Settings:
     area: Path
     limit: int | None  # bytes the node's snapshots may hold; None: no cap but the file system's
     placement: Placement
-    resume_step: int | None  # the step the launcher chose for every rank; None: the newest
+    resume_step: int | None  # the step the launcher chose for every rank; None: the newest; < 0: none
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,8 @@ class Session:
     def _restore_locked(self, own: str, copy: bool) -> Loaded | None:
         p = self.settings.placement
         area = self.settings.area
+        if self.settings.resume_step is not None and self.settings.resume_step < 0:
+            return None  # the launcher resumes this cycle from elsewhere (a checkpoint)
         if self.settings.resume_step is not None:
             # the launcher's choice, from either slot: every rank resumes from the same step
             candidates = [

@@ -72,6 +72,9 @@ def test_the_step_the_launcher_chose_is_restored_from_either_slot(
     missing = start(trainers, snap_area, cycle=3, resume_step=7)
     assert missing.ask("restore") == "restored None"
     assert missing.finish() == (0, ["slurm-ft snapshot: not restored: no snapshot of step 7 here"])
+    elsewhere = start(trainers, snap_area, cycle=4, resume_step=-1)  # the cycle resumes from a checkpoint
+    assert elsewhere.ask("restore") == "restored None"
+    assert elsewhere.finish() == (0, [])
 
 
 def test_a_cycle_that_started_over_is_restored_from_its_own_timeline(
