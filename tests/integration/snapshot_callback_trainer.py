@@ -29,8 +29,8 @@ def stand_in_base(framework: str) -> None:
         names = ["transformers"]
     for name in names:
         module = types.ModuleType(name)
-        module.Callback = Base  # type: ignore[attr-defined]
-        module.TrainerCallback = Base  # type: ignore[attr-defined]
+        module.Callback = Base
+        module.TrainerCallback = Base
         sys.modules[name] = module
 
 
@@ -52,7 +52,7 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, sched: obje
     for per_param in optimizer.state_dict()["state"].values():
         for v in per_param.values():
             h.update(v.numpy().tobytes() if isinstance(v, torch.Tensor) else repr(v).encode())
-    h.update(repr(sched.state_dict()).encode())  # type: ignore[attr-defined]
+    h.update(repr(sched.state_dict()).encode())
     return h.hexdigest()[:16]
 
 
@@ -85,13 +85,13 @@ def main() -> None:
             trainer.global_step = step
             if framework == "lightning":
                 trainer.fit_loop.progress["batches"] = step
-                cb.on_train_batch_end(trainer, model, None, None, step - 1)  # type: ignore[arg-type]
+                cb.on_train_batch_end(trainer, model, None, None, step - 1)
             else:
-                hf.on_step_end(None, trainer, None, model=model, optimizer=optimizer, lr_scheduler=sched)  # type: ignore[arg-type]
+                hf.on_step_end(None, trainer, None, model=model, optimizer=optimizer, lr_scheduler=sched)
         print("hash", digest(model, optimizer, sched), flush=True)
         return
     if framework == "lightning":
-        cb.on_fit_start(trainer, model)  # type: ignore[arg-type]
+        cb.on_fit_start(trainer, model)
         print(
             "restored",
             cb.restored_step,
@@ -101,7 +101,7 @@ def main() -> None:
             trainer.fit_loop.progress,
         )
     else:
-        hf.on_train_begin(None, trainer, None, model=model, optimizer=optimizer, lr_scheduler=sched)  # type: ignore[arg-type]
+        hf.on_train_begin(None, trainer, None, model=model, optimizer=optimizer, lr_scheduler=sched)
         print("restored", trainer.global_step, "hash", digest(model, optimizer, sched), "loop", None)
 
 

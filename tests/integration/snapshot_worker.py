@@ -42,7 +42,7 @@ def whole(step: int, state: dict[str, object]) -> bool:
         all(bool((t == step).all()) for t in tensors)
         and optim["step"] == step
         and state["note"] == f"step {step}"
-        and tuple(state["strided"].shape) == (6, 8)  # type: ignore[union-attr]
+        and tuple(state["strided"].shape) == (6, 8)
     )
 
 

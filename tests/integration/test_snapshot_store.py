@@ -318,11 +318,11 @@ def test_odd_tensors_come_back_as_they_went_in(snap_area: Path) -> None:
     assert info is not None
     for copy in (True, False):
         back = reader.load(info, copy=copy)
-        assert back["b"][0] is back["a"] and torch.equal(back["a"], shared)  # type: ignore[index]
-        assert torch.equal(back["b"][1]["c"], shared.t())  # type: ignore[index]
-        assert back["empty"].shape == (0, 4) and back["scalar"].item() == 7  # type: ignore[attr-defined]
-        assert back["flags"].tolist() == [True, False] and back["bf16"].dtype == torch.bfloat16  # type: ignore[attr-defined]
-        assert type(back["param"]) is torch.Tensor and back["param"].tolist() == [1.0, 1.0]  # type: ignore[attr-defined]
+        assert back["b"][0] is back["a"] and torch.equal(back["a"], shared)
+        assert torch.equal(back["b"][1]["c"], shared.t())
+        assert back["empty"].shape == (0, 4) and back["scalar"].item() == 7
+        assert back["flags"].tolist() == [True, False] and back["bf16"].dtype == torch.bfloat16
+        assert type(back["param"]) is torch.Tensor and back["param"].tolist() == [1.0, 1.0]
 
 
 def test_a_snapshot_held_still_for_persisting_is_not_written_over(

@@ -92,6 +92,6 @@ class Trainer:
 
 
 def start(trainers: list[Trainer], where: Path, **kw: int | float | None) -> Trainer:
-    t = Trainer(where, **kw)  # type: ignore[arg-type]
+    t = Trainer(where, **kw)
     trainers.append(t)
     return t
