@@ -176,7 +176,6 @@ class _SkeletonUnpickler(pickle.Unpickler):
         self._view = view
         self._header = header
         self._copy = copy
-        self._region: torch.Tensor | None = None  # the tensors' bytes, one view for all
 
     def find_class(self, module: str, name: str) -> object:
         if (module, name) == (layout.__name__, layout.tensor_ref.__name__):
@@ -200,9 +199,10 @@ class _SkeletonUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"tensor reference {pid!r} outside the slot")
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
-        if self._region is None:
-            self._region = torch.frombuffer(
-                self._view, dtype=torch.uint8, count=self._header.tensor_bytes, offset=layout.HEADER_SIZE
-            )
-        tensor = self._region[offset : offset + nbytes].view(dtype).view(shape)
+        # a storage of its own per tensor, not views of one region: torch.save (the launcher
+        # persisting a mapped snapshot) refuses tensors of several dtypes over one storage
+        raw = torch.frombuffer(
+            self._view, dtype=torch.uint8, count=nbytes, offset=layout.HEADER_SIZE + offset
+        )
+        tensor = raw.view(dtype).view(shape)
         return tensor.clone() if self._copy else tensor

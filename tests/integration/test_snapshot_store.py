@@ -336,3 +336,18 @@ def test_a_snapshot_held_still_for_persisting_is_not_written_over(
         assert reader.newest(snap_area, layout.rank_key(0)) == info
     assert t.ask("snap 4") == "snap 4 True"
     assert t.finish() == (0, [])
+
+
+def test_the_launcher_persists_a_mapped_snapshot_with_torch_save(
+    snap_area: Path, tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    import torch
+
+    from tests.integration.snapshot_worker import whole
+
+    t = start(trainers, snap_area, cycle=1, mib=2.0)
+    assert t.ask("snap 12") == "snap 12 True"
+    with reader.held_still(snap_area, layout.rank_key(0), wait_s=5) as info:
+        assert info is not None
+        torch.save(reader.load(info, copy=False), tmp_path / "persisted.pt")
+    assert whole(12, torch.load(tmp_path / "persisted.pt", weights_only=True))
