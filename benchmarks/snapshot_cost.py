@@ -129,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, cycle=1
     )
     trainer = session.Session(session.Settings(snap_area, None, placement, None))
-    plain = PlainCopy(SHM, tensors)
     times: dict[str, list[float]] = {k: [] for k in ("snapshot", "plain", "save_disk", "save_shm")}
     restore: dict[str, list[float]] = {
         k: [] for k in ("restore_copy", "restore_mapped", "load_disk", "into_model_mapped", "into_model_load")
     }
     try:
+        plain = PlainCopy(shm_dir, tensors)  # in a dir the finally removes, whatever fails
         first = [timed(lambda: trainer.snapshot(0, state, replicated=False)) for _ in range(2)]  # both slots
         for r in range(args.rounds):
             times["plain"].append(timed(plain.copy))
