@@ -37,7 +37,9 @@ for the newest one the node kept::
         worker.snapshot(step, {"model": model.state_dict(), "optim": optimizer.state_dict()})
 
 The launcher names the node's snapshot area (``SLURM_FT_SNAPSHOT_DIR``) and its cap
-(``SLURM_FT_SNAPSHOT_LIMIT``); without them both calls are no-ops. The environment is
+(``SLURM_FT_SNAPSHOT_LIMIT``), and may name the step every rank resumes from
+(``SLURM_FT_SNAPSHOT_STEP``; negative: none, the cycle resumes from elsewhere); without
+an area both calls are no-ops. The environment is
 read at the first call, not at import (a standby worker imports this module before it
 is given a cycle's variables), and torch is imported only then.
 """

@@ -11,6 +11,7 @@ The mechanism only; the launcher decides when areas are made, swept and persiste
 * :mod:`~slurm_ft.snapshot.writer` a state dict into a slot, tensors copied straight in;
 * :mod:`~slurm_ft.snapshot.reader` the newest complete snapshot: described from its header
   alone, or loaded back into a state dict;
+* :mod:`~slurm_ft.snapshot.choice` the step every rank resumes from (pure);
 * :mod:`~slurm_ft.snapshot.ship` a complete snapshot as a byte stream, verified on arrival;
 * :mod:`~slurm_ft.snapshot.session` the trainer side: the calls behind ``worker.snapshot``.
 

@@ -89,7 +89,10 @@ class KeyLock:
     def claim(self, me: Claimant) -> Verdict:
         """Take the key for ``me`` unless the rule refuses; the lock must be exclusive."""
         owner = self.owner()
-        alive = owner is not None and procident.is_same(owner.pid, owner.start_ticks)
+        # only a same-cycle owner's life decides anything: /proc is read for nothing else
+        alive = False
+        if owner is not None and owner != me and owner.cycle == me.cycle:
+            alive = procident.is_same(owner.pid, owner.start_ticks)
         verdict = decide(owner, me, alive)
         if verdict is Verdict.MINE and owner != me:
             data = me.encode()

@@ -22,6 +22,7 @@ headers without torch.
 from __future__ import annotations
 
 import enum
+import pickle
 import struct
 import zlib
 from dataclasses import dataclass
@@ -153,6 +154,12 @@ def decode(raw: bytes | bytearray | memoryview) -> Sealed | None:
         skeleton_size=skel_size,
     )
     return Sealed(header, generation)
+
+
+def tensor_ref(offset: int, dtype: str, shape: tuple[int, ...]) -> object:
+    """What a skeleton calls in each tensor's place (found by name when it is pickled);
+    :mod:`slurm_ft.snapshot.reader` puts the tensor there instead, so this never runs."""
+    raise pickle.UnpicklingError("a snapshot's skeleton is loaded by slurm_ft.snapshot.reader only")
 
 
 # ------------------------------------------------------------------------ names in an area

@@ -12,15 +12,17 @@ torn rather than returned.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft.snapshot import layout
+from slurm_ft.snapshot import claim, layout
 
 if TYPE_CHECKING:
     import torch
@@ -107,6 +109,27 @@ def describe(area: Path) -> list[SnapshotInfo]:
     return [info for key in keys(area) if (info := newest(area, key)) is not None]
 
 
+def held_steps(area: Path) -> dict[str, list[int]]:
+    """Every key's complete snapshots' steps, newest first (what the launcher reports for
+    :func:`slurm_ft.snapshot.choice.newest_common_step`)."""
+    return {key: [info.step for info in complete_slots(area, key)] for key in keys(area)}
+
+
+@contextlib.contextmanager
+def held_still(area: Path, key: str, *, wait_s: float) -> Iterator[SnapshotInfo | None]:
+    """The key's newest complete snapshot, kept from change while the block runs: a worker
+    that is still running skips its snapshots meanwhile (its call returns False). For the
+    launcher persisting a snapshot (``load(copy=False)`` and ``torch.save`` inside the
+    block) while the workers may still be alive. None: no snapshot, or the lock was not
+    had within ``wait_s``."""
+    lock = claim.KeyLock.acquire(layout.owner_path(area, key), shared=True, wait_s=wait_s)
+    if lock is None:
+        yield None
+        return
+    with lock:
+        yield newest(area, key)
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -153,16 +176,16 @@ class _SkeletonUnpickler(pickle.Unpickler):
         self._view = view
         self._header = header
         self._copy = copy
-        self._made: dict[int, torch.Tensor] = {}
 
-    def persistent_load(self, pid: object) -> object:
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) == (layout.__name__, layout.tensor_ref.__name__):
+            return self._tensor
+        return super().find_class(module, name)
+
+    def _tensor(self, offset: object, dtype_name: object, shape: object) -> torch.Tensor:
         import torch
 
-        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "t"):
-            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
-        _, offset, dtype_name, shape = pid
-        if offset in self._made:
-            return self._made[offset]
+        pid = (offset, dtype_name, shape)
         dtype = getattr(torch, str(dtype_name), None)
         if not isinstance(dtype, torch.dtype) or not isinstance(offset, int) or not isinstance(shape, tuple):
             raise pickle.UnpicklingError(f"bad tensor reference {pid!r}")
@@ -175,13 +198,11 @@ class _SkeletonUnpickler(pickle.Unpickler):
         if offset < 0 or offset % layout.ALIGN or offset + nbytes > self._header.tensor_bytes:
             raise pickle.UnpicklingError(f"tensor reference {pid!r} outside the slot")
         if nbytes == 0:
-            tensor = torch.empty(shape, dtype=dtype)
-        else:
-            raw = torch.frombuffer(
-                self._view, dtype=torch.uint8, count=nbytes, offset=layout.HEADER_SIZE + offset
-            )
-            tensor = raw.view(dtype).view(shape)
-            if self._copy:
-                tensor = tensor.clone()
-        self._made[offset] = tensor
-        return tensor
+            return torch.empty(shape, dtype=dtype)
+        # a storage of its own per tensor, not views of one region: torch.save (the launcher
+        # persisting a mapped snapshot) refuses tensors of several dtypes over one storage
+        raw = torch.frombuffer(
+            self._view, dtype=torch.uint8, count=nbytes, offset=layout.HEADER_SIZE + offset
+        )
+        tensor = raw.view(dtype).view(shape)
+        return tensor.clone() if self._copy else tensor

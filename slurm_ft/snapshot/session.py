@@ -41,7 +41,7 @@ class Settings:
     area: Path
     limit: int | None  # bytes the node's snapshots may hold; None: no cap but the file system's
     placement: Placement
-    resume_step: int | None  # the step the launcher chose for every rank; None: the newest
+    resume_step: int | None  # the step the launcher chose for every rank; None: the newest; < 0: none
     persisted: Path | None = None  # where the launchers persisted the last attempt's snapshots
 
 
@@ -123,6 +123,14 @@ class Session:
             )
         return False
 
+    def _writer(self, key: str) -> writer.SlotWriter:
+        found = self._writers.get(key)
+        if found is None:
+            found = self._writers[key] = writer.SlotWriter(
+                self.settings.area, key, self._me, self.settings.limit
+            )
+        return found
+
     def restore(self, *, copy: bool = True) -> Loaded | None:
         if not self._usable():
             return None
@@ -158,20 +166,31 @@ class Session:
 
     def _restore_locked(self, own: str, copy: bool) -> Loaded | None:
         p = self.settings.placement
-        candidates = [
-            *reader.complete_slots(self.settings.area, own),
-            *reader.complete_slots(self.settings.area, layout.REPLICATED),
-        ]
+        area = self.settings.area
+        if self.settings.resume_step is not None and self.settings.resume_step < 0:
+            return None  # the launcher resumes this cycle from elsewhere (a checkpoint)
         if self.settings.resume_step is not None:
-            candidates = [c for c in candidates if c.step == self.settings.resume_step]
+            # the launcher's choice, from either slot: every rank resumes from the same step
+            candidates = [
+                c
+                for key in (own, layout.REPLICATED)
+                for c in reader.complete_slots(area, key)
+                if c.step == self.settings.resume_step
+            ]
             if not candidates:
                 self.say_once(
                     "no-step", f"not restored: no snapshot of step {self.settings.resume_step} here"
                 )
                 return None
+        else:
+            # each key's most recent write: its current timeline, even where an abandoned one
+            # left a higher step in the other slot (a cycle that resumed from a checkpoint)
+            candidates = [
+                c for key in (own, layout.REPLICATED) if (c := reader.newest(area, key)) is not None
+            ]
         if not candidates:
             return None
-        # the newest step; between equal steps the rank's own shard, then the newer write
+        # between the rank's own shard and the node's replicated copy: the newer step
         best = max(candidates, key=lambda c: (c.step, not c.replicated, c.generation))
         where = "the node's replicated copy" if best.replicated else own
         if best.world_size != p.world_size or (not best.replicated and best.rank != p.rank):
@@ -181,11 +200,15 @@ class Session:
                 f"{best.world_size}, this worker is rank {p.rank} of {p.world_size}",
             )
             return None
+        # another local rank writes the node's replicated copy: its pages are never lent
+        copy = copy or (best.replicated and p.local_rank != 0)
         try:
             state = reader.load(best, copy=copy)
         except reader.Torn as exc:
             self.say_once("torn", f"not restored: {where} of step {best.step}: {exc}")
             return None
+        if not copy:
+            self._writer(best.key).lend(best.path)
         return Loaded(best.step, state, best.header.origin.word)
 
 

@@ -75,22 +75,24 @@ class Plan:
 
 
 class _SkeletonPickler(pickle.Pickler):
+    """Pickles the state with every tensor reduced to a reference to its place in the slot.
+    ``reducer_override`` is asked only about objects that are not plain containers and
+    scalars, so a state dict's thousands of ints and strings cost no Python call; a tensor
+    met twice is pickled once (the pickler's memo) and restored as one object."""
+
     def __init__(self, out: io.BytesIO) -> None:
         super().__init__(out, protocol=pickle.HIGHEST_PROTOCOL)
-        self.placed: dict[int, tuple[torch.Tensor, tuple[str, int, str, tuple[int, ...]]]] = {}
+        self.placed: list[tuple[torch.Tensor, int]] = []
         self.end = 0
 
-    def persistent_id(self, obj: object) -> object:
+    def reducer_override(self, obj: object) -> tuple[Callable[..., object], tuple[object, ...]]:
         if not isinstance(obj, torch.Tensor):
-            return None
-        found = self.placed.get(id(obj))
-        if found is not None:
-            return found[1]
+            return NotImplemented  # type: ignore[no-any-return]  # pickle's own word for "pickle it as usual"
         tensor = _plain(obj)
-        ref = ("t", self.end, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape))
-        self.placed[id(obj)] = (tensor, ref)
+        offset = self.end
+        self.placed.append((tensor, offset))
         self.end += layout.align(tensor.numel() * tensor.element_size())
-        return ref
+        return layout.tensor_ref, (offset, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape))
 
 
 def _plain(obj: torch.Tensor) -> torch.Tensor:
@@ -110,9 +112,8 @@ def plan(state: Mapping[str, object]) -> Plan:
     try:
         pickler.dump(dict(state))
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        raise Unsupported(f"a value cannot be pickled: {exc}") from None
-    tensors = tuple((tensor, ref[1]) for tensor, ref in pickler.placed.values())
-    return Plan(tensors=tensors, tensor_bytes=pickler.end, skeleton=out.getvalue())
+        raise Unsupported(f"a value that cannot be pickled: {exc}") from None
+    return Plan(tensors=tuple(pickler.placed), tensor_bytes=pickler.end, skeleton=out.getvalue())
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,29 @@ class _Mapped:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.map: mmap.mmap | None = None
         self.pinned = False
+
+    def follow_path(self) -> None:
+        """Reopen when the file at the slot's path is no longer the one held open (the
+        launcher put a received copy there, or removed it): writes go where readers look."""
+        try:
+            same = os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self._unmap()
+            os.close(self.fd)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def new_inode(self) -> None:
+        """Put a new, empty file in the slot's place: a mapped restore's tensors keep the
+        old one (unlinked, freed with the last of them), never seeing a later snapshot."""
+        self._unmap()
+        os.close(self.fd)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -181,14 +205,22 @@ class SlotWriter:
         self.me = me
         self.limit = limit
         self._slots = tuple(_Mapped(p) for p in layout.slot_paths(area, key))
+        self._owner_path = layout.owner_path(area, key)
+        self._space_lock_path = layout.space_lock_path(area)
         self._side_stream: torch.cuda.Stream | None = None
+        self._lent: set[Path] = set()  # slots whose pages a mapped restore handed out
+
+    def lend(self, path: Path) -> None:
+        """``path``'s pages were handed to the trainer without a copy: its next write goes
+        to a new file rather than under those tensors."""
+        self._lent.add(path)
 
     def write(self, step: int, state: Mapping[str, object], *, on_chunk: ChunkHook | None = None) -> Result:
         try:
             laid = plan(state)
         except Unsupported as exc:
             return Result(Outcome.UNSUPPORTED, f"the state holds {exc}")
-        lock = claim.KeyLock.acquire(layout.owner_path(self.area, self.key))
+        lock = claim.KeyLock.acquire(self._owner_path)
         if lock is None:
             return Result(Outcome.BUSY, size=laid.file_size)
         with lock:
@@ -200,8 +232,13 @@ class SlotWriter:
             return self._write_locked(step, laid, on_chunk)
 
     def _write_locked(self, step: int, laid: Plan, on_chunk: ChunkHook | None) -> Result:
+        for slot in self._slots:
+            slot.follow_path()
         gens = [s.generation() for s in self._slots]
         target = self._slots[0 if gens[0] <= gens[1] else 1]
+        if target.path in self._lent:
+            self._lent.discard(target.path)
+            target.new_inode()
         target.unseal()
         refused = self._reserve(target, laid.file_size)
         if refused is not None:
@@ -233,7 +270,7 @@ class SlotWriter:
         return Result(Outcome.KEPT, size=laid.file_size)
 
     def _reserve(self, target: _Mapped, size: int) -> Result | None:
-        lock = claim.KeyLock.acquire(layout.space_lock_path(self.area), wait_s=30.0)
+        lock = claim.KeyLock.acquire(self._space_lock_path, wait_s=30.0)
         if lock is None:
             return Result(Outcome.BUSY, size=size)
         with lock:
@@ -260,13 +297,18 @@ class SlotWriter:
         return None
 
     def _copy(self, view: mmap.mmap, target: _Mapped, laid: Plan, on_chunk: ChunkHook | None) -> None:
+        if not laid.tensor_bytes:
+            return
         on_gpu = any(t.is_cuda for t, _ in laid.tensors)
         if on_gpu and not target.pinned:
             target.pinned = _pin(view)
         chunk = 0
         with self._stream_context(on_gpu) as stream:
+            region = torch.frombuffer(
+                view, dtype=torch.uint8, count=laid.tensor_bytes, offset=layout.HEADER_SIZE
+            )
             for tensor, offset in laid.tensors:
-                for dst, src in _pieces(view, tensor, layout.HEADER_SIZE + offset):
+                for dst, src in _pieces(region, tensor, offset):
                     if on_chunk is not None:
                         on_chunk(chunk)
                     chunk += 1
@@ -287,14 +329,16 @@ class SlotWriter:
             yield side
 
 
-def _pieces(view: mmap.mmap, tensor: torch.Tensor, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(destination, source) pairs that together copy ``tensor`` to ``view[start:]``."""
+def _pieces(
+    region: torch.Tensor, tensor: torch.Tensor, offset: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(destination, source) pairs that together copy ``tensor`` to ``region[offset:]``."""
     nbytes = tensor.numel() * tensor.element_size()
     if nbytes == 0:
         return
-    flat_dst = torch.frombuffer(view, dtype=torch.uint8, count=nbytes, offset=start).view(tensor.dtype)
-    if not tensor.is_contiguous():
-        yield flat_dst.view(tensor.shape), tensor  # copy_ walks the strides: no temporary
+    flat_dst = region[offset : offset + nbytes].view(tensor.dtype)
+    if not tensor.is_contiguous() or nbytes <= CHUNK_BYTES:
+        yield flat_dst.view(tensor.shape), tensor  # copy_ walks a source's strides: no temporary
         return
     src = tensor.reshape(-1)
     step = max(1, CHUNK_BYTES // tensor.element_size())
