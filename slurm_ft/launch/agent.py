@@ -47,7 +47,7 @@ from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import FailureKind, node_name
+from slurm_ft.records import FailureKind, RankResume, node_name
 
 if TYPE_CHECKING:
     from slurm_ft.launch.handover import EpochStore
@@ -301,11 +301,15 @@ class Agent:
     def _snapshot_books(self, cycle: int, workers: CycleWorkers) -> None:
         """After a cycle's workers are gone: where its ranks here resumed from (one launcher
         line) and the node's newest snapshot, for the records and the report."""
-        rec = self.snapshots.cycle_record(
-            cycle, self.cfg.job.node_name, self.cfg.job.node_rank, self.run.run_uuid, workers.ranks
-        )
+        resumed = self.snapshots.resumed(workers.ranks, cycle)  # before the next cycle's workers restore
+        self.books.defer(partial(self._snapshot_record, cycle, resumed))
+
+    def _snapshot_record(self, cycle: int, resumed: list[RankResume]) -> None:
+        """Off the restart's critical path: the node's newest snapshot, the line, the record."""
+        job = self.cfg.job
+        rec = self.snapshots.cycle_record(cycle, job.node_name, job.node_rank, self.run.run_uuid, resumed)
         self.ev.event(self.snapshots.resumed_line(rec))
-        self.books.defer(partial(self.books.node_snapshots, rec))
+        self.books.node_snapshots(rec)
 
     # ------------------------------------------------------------------ endings
 

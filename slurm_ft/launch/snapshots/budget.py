@@ -11,7 +11,7 @@ the data loaders' own segments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from slurm_ft.snapshot.area import human
 
@@ -19,16 +19,15 @@ MEMORY_SHARE = 4  # the default: total memory / 4 ...
 SHM_SHARE = 2  # ... and at most /dev/shm's size / 2
 
 
-@dataclass(frozen=True)
-class NodeMemory:
+# NamedTuples, not dataclasses: defined on every launch's start (see workers/env.py).
+class NodeMemory(NamedTuple):
     """What the node has, in bytes (None: unknown)."""
 
     total: int | None
     shm_total: int | None
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(NamedTuple):
     """The node's cap in bytes (0: snapshots off) and the launcher's line about it."""
 
     limit: int

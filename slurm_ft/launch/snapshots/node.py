@@ -13,13 +13,11 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from slurm_ft import privatefiles, procident, records
 from slurm_ft.exitcodes import signal_name
-from slurm_ft.launch.snapshots import persist as persisting
 from slurm_ft.launch.snapshots.budget import NodeMemory, plan
 from slurm_ft.launch.workers.env import SnapshotEnv
 from slurm_ft.records import RankResume, SnapshotSource
@@ -29,6 +27,7 @@ from slurm_ft.snapshot import area
 if TYPE_CHECKING:
     from slurm_ft.launch.context import AgentConfig
     from slurm_ft.launch.policy import Ending
+    from slurm_ft.launch.snapshots.persist import Held
 
 SHM = Path("/dev/shm")
 MEMINFO = Path("/proc/meminfo")
@@ -51,24 +50,30 @@ def node_memory(shm: Path = SHM, meminfo: Path = MEMINFO) -> NodeMemory:
     return NodeMemory(total=total, shm_total=shm_total)
 
 
-@dataclass(frozen=True)
-class Newest:
+class Newest(NamedTuple):
     """The newest complete snapshot the node holds: its step and when it was taken."""
 
     step: int
     time: float | None = None
 
 
-@dataclass
 class NodeSnapshots:
     """One launcher's snapshot area (``path`` None: snapshots are off on this node)."""
 
-    path: Path | None
-    limit: int
-    persist_dir: str | None = None
-    persist_hook: str | None = None
-    event: Callable[[str], None] = print
-    refusals_said: set[str] = field(default_factory=set)
+    def __init__(
+        self,
+        path: Path | None,
+        limit: int,
+        persist_dir: str | None = None,
+        *,
+        event: Callable[[str], None] = print,
+        persist_hook: str | None = None,
+    ) -> None:
+        self.path = path
+        self.limit = limit
+        self.persist_dir = persist_dir
+        self.persist_hook = persist_hook
+        self.event = event
 
     @classmethod
     def for_launcher(cls, cfg: AgentConfig, event: Callable[[str], None]) -> NodeSnapshots:
@@ -177,7 +182,7 @@ class NodeSnapshots:
         return newest.step if newest is not None else None
 
     def cycle_record(
-        self, cycle: int, node: str, node_rank: int, run_uuid: str, ranks: range
+        self, cycle: int, node: str, node_rank: int, run_uuid: str, resumed: list[RankResume]
     ) -> records.NodeSnapshots:
         newest = self.newest()
         return records.NodeSnapshots(
@@ -186,7 +191,7 @@ class NodeSnapshots:
             node_rank=node_rank,
             run_uuid=run_uuid,
             time=time.time(),
-            resumed=[r.to_json() for r in self.resumed(ranks, cycle)],
+            resumed=[r.to_json() for r in resumed],
             newest_step=newest.step if newest else None,
             newest_time=newest.time if newest else None,
         )
@@ -208,13 +213,14 @@ class NodeSnapshots:
 
     # ------------------------------------------------------------------ the way out
 
-    def held(self) -> list[persisting.Held]:
+    def held(self) -> list[Held]:
         """This node's newest complete snapshots (headers only)."""
         if self.path is None:
             return []
+        from slurm_ft.launch.snapshots.persist import Held
         from slurm_ft.snapshot import reader
 
-        return [persisting.Held(i.rank, i.step, i.replicated) for i in reader.describe(self.path)]
+        return [Held(i.rank, i.step, i.replicated) for i in reader.describe(self.path)]
 
     def persist(
         self, ending: Ending, timeout: float, cfg: AgentConfig, run_uuid: str
@@ -224,6 +230,8 @@ class NodeSnapshots:
         held = self.held()
         if not held:
             return None
+        from slurm_ft.launch.snapshots import persist as persisting
+
         why = breakpoint_of(ending)
         done = persisting.persist(
             held, self.path, self.persist_dir, self.persist_hook, timeout, python=cfg.python, cwd=cfg.cwd
