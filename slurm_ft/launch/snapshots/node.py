@@ -51,10 +51,9 @@ def node_memory(shm: Path = SHM, meminfo: Path = MEMINFO) -> NodeMemory:
 
 
 class Newest(NamedTuple):
-    """The newest complete snapshot the node holds: its step and when it was taken."""
+    """The newest complete snapshot the node holds."""
 
     step: int
-    time: float | None = None
 
 
 class NodeSnapshots:
@@ -193,7 +192,6 @@ class NodeSnapshots:
             time=time.time(),
             resumed=[r.to_json() for r in resumed],
             newest_step=newest.step if newest else None,
-            newest_time=newest.time if newest else None,
         )
 
     @staticmethod
