@@ -187,6 +187,7 @@ def test_memory_cap_refuses_the_snapshot_and_training_goes_on(tmp_path):
         err = job.node(0).err()
         assert "snapshots: up to 64.0 KiB on this node in /dev/shm (--snapshot-memory)" in err
         assert err.count("slurm-ft snapshot: step 1 not kept") == 2  # once by each cycle's worker
+        assert "cycle 0: no new snapshot kept on this node (newest: none)" in err
     finally:
         job.kill()
 
