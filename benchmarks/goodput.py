@@ -1,6 +1,7 @@
 """Goodput under faults: slurm-ft against ``srun torchrun``, the same trainer, the same faults.
 
     python -m benchmarks.goodput [--duration 20m] [--every 120] [--seed 1] [--mix llama3]
+    python -m benchmarks.goodput --schedule realistic [--snapshot-every 1]
 
 By hand, on the local 4-node Slurm (``scripts/slurm-local-up``), not in CI (the short
 variant is ``tests/slurm/test_drill_slurm.py``). One seeded plan of faults is drawn once
@@ -21,6 +22,13 @@ time (job start to the deadline). Also: time to ``--target`` steps (the first ch
 or past it), a table per fault (from the step log for both; the slurm-ft report's
 detection / stop / restart / start-up beside it), and one SVG with both timelines.
 Results go to ``--out`` (default ``benchmarks/results/goodput-<time>/``).
+
+``--schedule realistic`` is issue #43's: the trainer's own checkpoint every 120 s, a fault
+every 120 s on average, 20 minutes. ``--snapshot-every N`` runs slurm-ft with snapshots
+(the trainer hands its state to ``worker.snapshot`` every N steps; the launchers persist the
+newest at a requeue and at the end into ``<run>/snapshots``): the steps kept are then the
+newest checkpoint's or the newest persisted snapshot's, whichever is further (torchrun runs
+with its own checkpoints only).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +99,8 @@ class RunResult:
     report_goodput: float | None = None  # slurm-ft only: the report's kept training ÷ the same wall time
     report_faults: list[dict[str, object]] = field(default_factory=list)
     report_error: str | None = None  # why slurm-ft-report gave no figure, when it did not
+    snapshot_every: int = 0  # the trainer's snapshots (slurm-ft only); 0: none
+    kept_from: str = "checkpoint"  # where ``kept_steps`` were read: checkpoint or persisted snapshot
 
     @property
     def wall_s(self) -> float:
@@ -164,11 +175,32 @@ def _steps(log: Path) -> list[tl.Step]:
     return out
 
 
-def _trainer_args(work: Path, a: argparse.Namespace) -> str:
-    return (
+def _trainer_args(work: Path, a: argparse.Namespace, snapshot_every: int = 0) -> str:
+    args = (
         f"--ckpt {work / 'ckpt'} --step-log {work / 'steps.jsonl'} --pids {work / 'pids'} "
         f"--step-time {a.step_time} --ckpt-every {a.ckpt_every} --pg-timeout {a.pg_timeout}"
     )
+    return f"{args} --snapshot-every {snapshot_every}" if snapshot_every else args
+
+
+_STEP_OF = re.compile(r" step (\d+)")
+
+
+def _persisted_step(state: StateDir, steps: list[tl.Step], deadline: float) -> int:
+    """The newest step a node persisted after the job's end (the launchers persist on the
+    cancel's SIGTERM; the trainer's state is replicated, so one node's copy is the job's),
+    no further than the trainer got by the deadline; 0: none. Read from the launchers'
+    persist records (a node's record counts only when it persisted everything it held)."""
+    reached = max((s.step for s in steps if s.t <= deadline), default=0)
+    newest = 0
+    for path in state.snapshots_dir.glob("persisted-attempt*.json"):
+        doc = records.read_json(path) or {}
+        found = [
+            int(line.split(" step ")[1].split()[0]) for line in doc.get("persisted", []) if " step " in line
+        ]
+        if found and not doc.get("not_persisted"):
+            newest = max(newest, min(found))
+    return min(newest, reached)
 
 
 def _prepare(out: Path, tool: str) -> Path:
@@ -179,13 +211,26 @@ def _prepare(out: Path, tool: str) -> Path:
 
 
 def _finish(
-    tool: str, job_id: str, work: Path, start: float, first: float, deadline: float, a: argparse.Namespace
+    tool: str,
+    job_id: str,
+    work: Path,
+    start: float,
+    first: float,
+    deadline: float,
+    a: argparse.Namespace,
+    state: StateDir | None = None,
 ) -> RunResult:
-    """``start``: the job's first start (a requeue moves Slurm's StartTime)."""
+    """``start``: the job's first start (a requeue moves Slurm's StartTime); ``state``:
+    slurm-ft's state dir when its launchers persist snapshots."""
     kept = _newest_before(work / "ckpt", deadline)
     _end_job(job_id)
     _wait(lambda: ended(_state(job_id)), 120, f"job {job_id} to end")
     steps = _steps(work / "steps.jsonl")
+    kept_from = "checkpoint"
+    if state is not None:
+        persisted = _persisted_step(state, steps, deadline)
+        if persisted > kept:
+            kept, kept_from = persisted, "persisted snapshot"
     pace = tl.step_time(steps)
     reached = _first_at_or_past(work / "ckpt", a.target)
     return RunResult(
@@ -198,6 +243,8 @@ def _finish(
         step_time=pace,
         goodput=kept * pace / (deadline - start) if pace else None,
         time_to_target_s=reached - start if reached is not None and reached <= deadline else None,
+        snapshot_every=a.snapshot_every if state is not None else 0,
+        kept_from=kept_from,
     )
 
 
@@ -217,7 +264,7 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
     job_env = dict(
         env,
         TRAIN_SCRIPT=str(TRAINER),
-        TRAIN_ARGS=_trainer_args(work, a),
+        TRAIN_ARGS=_trainer_args(work, a, a.snapshot_every),
         NPROC_PER_NODE="1",
         SPARE_NODES=str(NODES - ACTIVE_NODES),
         MAX_RESTARTS="1000",
@@ -228,7 +275,8 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
         HEALTH_CHECKS="none",
         TERM_TIMEOUT="10",
         GLOO_SOCKET_IFNAME="lo",
-        LAUNCH_EXTRA_ARGS=f"--rank-heartbeat-timeout {a.hang_timeout} --join-timeout 120",
+        LAUNCH_EXTRA_ARGS=f"--rank-heartbeat-timeout {a.hang_timeout} --join-timeout 120"
+        + (f" --snapshot-persist-dir {work / 'snapshots'}" if a.snapshot_every else ""),
     )
     job_id = _sbatch(work / TEMPLATE.name, [f"--nodes={NODES}", "--no-kill"], job_env)
     print(f"slurm-ft: job {job_id}", flush=True)
@@ -251,7 +299,7 @@ def _slurm_ft_run(
         drill = subprocess.Popen(drill_cmd, cwd=work, env=env, stdout=drill_out, stderr=subprocess.STDOUT)
     deadline = first + a.duration
     time.sleep(max(0.0, deadline - time.time()))
-    result = _finish("slurm-ft", job_id, work, start, first, deadline, a)
+    result = _finish("slurm-ft", job_id, work, start, first, deadline, a, state if a.snapshot_every else None)
     try:
         drill.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -400,7 +448,9 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
     print(
         f"\ngoodput benchmark: {a.duration:g} s per run, a fault every {a.every:g} s on average, "
-        f"mix {a.mix}, seed {a.seed}; {ACTIVE_NODES} nodes train, {NODES - ACTIVE_NODES} stands by"
+        f"mix {a.mix}, seed {a.seed}; {ACTIVE_NODES} nodes train, {NODES - ACTIVE_NODES} stands by; "
+        f"checkpoint every {a.ckpt_every} steps ({a.ckpt_every * a.step_time:g} s)"
+        + (f"; slurm-ft snapshots every {a.snapshot_every} step(s)" if a.snapshot_every else "")
     )
     print(
         f"{'':10} {'goodput':>8} {'steps kept':>10} {'step time':>9} {'wall':>8} "
@@ -440,6 +490,21 @@ def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
                 )
 
 
+REALISTIC = {"ckpt_every_s": 120.0, "every": 120.0, "duration": 1200.0}
+
+
+def apply_realistic(a: argparse.Namespace, argv: list[str]) -> None:
+    """#43's schedule, where the command line does not say otherwise: the trainer's own
+    checkpoint every 120 s at its pace, a fault every 120 s on average, 20 minutes."""
+    given = {word.split("=", 1)[0] for word in argv}
+    if "--ckpt-every" not in given:
+        a.ckpt_every = max(1, round(REALISTIC["ckpt_every_s"] / a.step_time))
+    if "--every" not in given:
+        a.every = REALISTIC["every"]
+    if "--duration" not in given:
+        a.duration = REALISTIC["duration"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=schedule.parse_seconds, default=1200.0, help="per run (default 20m)")
@@ -464,9 +529,21 @@ def main(argv: list[str] | None = None) -> int:
         default=NODES,
         help=f"{NODES}: the fourth agent waits in the rendezvous (a spare); {ACTIVE_NODES}: no spare",
     )
+    p.add_argument(
+        "--schedule",
+        choices=("default", "realistic"),
+        default="default",
+        help="realistic (#43): checkpoints every 120 s, a fault every 120 s, 20 minutes "
+        "(sets --ckpt-every, --every and --duration unless given)",
+    )
+    p.add_argument(
+        "--snapshot-every", type=int, default=0, help="slurm-ft with snapshots every N steps (0: none)"
+    )
     p.add_argument("--plan", action="store_true", help="print the faults and exit")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
+    if a.schedule == "realistic":
+        apply_realistic(a, argv if argv is not None else sys.argv[1:])
     if a.target is None:
         a.target = int(0.75 * a.duration / a.step_time)
     plan = schedule.seeded(a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES)

@@ -30,11 +30,13 @@ from slurm_ft.settingsyntax import (
     SourceError,
     StdSpecError,
     check_applog_prefix,
+    parse_persist_hook,
     parse_port_range,
     parse_preload,
     parse_progress_source,
     parse_section_timeouts,
     parse_signals,
+    parse_snapshot_memory,
     parse_std,
 )
 
@@ -87,6 +89,14 @@ class LaunchSettings:
     # What a standby worker imports while it waits to be the next cycle's worker: auto (the
     # installed packages the script imports), none (no standbys), or module names.
     preload: str = "auto"
+    # Snapshots (README "Snapshots"): the bytes the node's launcher lets its workers keep in
+    # shared memory ("auto": from the node's memory and /dev/shm; "0": none), where the
+    # launchers persist the newest snapshot on the way out, a trainer's own persist hook
+    # (module:function) instead, and how long persisting may take.
+    snapshot_memory: str = "auto"
+    snapshot_persist_dir: str | None = None
+    snapshot_persist_hook: str | None = None
+    snapshot_persist_timeout: float = 120.0
 
 
 @dataclass
@@ -340,6 +350,7 @@ def validate(settings: Settings) -> None:
                 parse_std(getattr(applog, key), f"{YAML_ROOT}.applog.{key}:")
             except StdSpecError as exc:
                 raise ConfigError(str(exc)) from None
+    _validate_snapshots(launch)
     try:
         parse_preload(settings.launch.preload)
     except ValueError as exc:
@@ -352,6 +363,22 @@ def validate(settings: Settings) -> None:
     if every < 0:
         raise ConfigError(f"{YAML_ROOT}.health.check_interval: must be >= 0 (0 is off), got {every}")
     _validate_progress(settings.progress)
+
+
+def _validate_snapshots(launch: LaunchSettings) -> None:
+    try:
+        parse_snapshot_memory(launch.snapshot_memory)
+    except ValueError as exc:
+        raise ConfigError(f"{YAML_ROOT}.launch.snapshot_memory: {exc}") from None
+    if launch.snapshot_persist_hook is not None:
+        try:
+            parse_persist_hook(launch.snapshot_persist_hook)
+        except ValueError as exc:
+            raise ConfigError(f"{YAML_ROOT}.launch.snapshot_persist_hook: {exc}") from None
+    if launch.snapshot_persist_timeout <= 0:
+        raise ConfigError(
+            f"{YAML_ROOT}.launch.snapshot_persist_timeout: must be > 0, got {launch.snapshot_persist_timeout}"
+        )
 
 
 def _validate_progress(progress: ProgressSettings) -> None:

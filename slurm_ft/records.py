@@ -215,6 +215,10 @@ class OutcomeRecord:
     # Processes of a lost store host that its successor could not kill (its node did not
     # answer): they may still write; "node: pid N (what)".
     unfenced: list[str] = field(default_factory=list)
+    # This launcher's persist of its node's newest snapshots on the way out
+    # (``--snapshot-persist-dir``): one line per rank, and what could not be persisted.
+    snapshots_persisted: list[str] = field(default_factory=list)
+    snapshots_not_persisted: list[str] = field(default_factory=list)
     time: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
 
@@ -300,6 +304,87 @@ class NodeProcesses:
         return cls(**kw)
 
 
+class SnapshotSource(str, Enum):
+    """Where a rank's state came from when its cycle started (the values are the file format)."""
+
+    MEMORY = "memory"  # the node's in-memory snapshot, kept by its launcher
+    PERSISTED = "persisted"  # the copy the launchers persisted at the last attempt's end
+    NONE = "none"  # nothing: the trainer started from its own checkpoint, or from scratch
+
+
+@dataclass(frozen=True)
+class RankResume:
+    """One rank's resumption in one cycle: its source and the step it resumed at (None: no snapshot)."""
+
+    rank: int
+    source: SnapshotSource
+    step: int | None = None
+
+    def to_json(self) -> JsonDict:
+        return {"rank": self.rank, "source": self.source.value, "step": self.step}
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> RankResume:
+        """ValueError when ``doc`` is not one (records are read defensively)."""
+        rank, step = doc.get("rank"), doc.get("step")
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            raise ValueError(f"rank resume without a rank: {doc!r}")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            raise ValueError(f"rank resume with a bad step: {doc!r}")
+        return cls(rank, SnapshotSource(doc.get("source")), step)
+
+
+@dataclass
+class NodeSnapshots:
+    """``snapshots/cycle<N>/<node>.json``, written by every launcher that ran workers in cycle
+    N: where each of its ranks resumed from (what the workers' restore said; a rank that
+    never asked resumed from nothing) and the newest snapshot the node held when the cycle
+    ended. Each node writes only its own file: a node's memory is its own."""
+
+    cycle: int
+    node: str
+    node_rank: int
+    run_uuid: str
+    time: float
+    resumed: list[JsonDict] = field(default_factory=list)  # RankResume.to_json, one per rank
+    newest_step: int | None = None  # the newest complete snapshot at the cycle's end
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> NodeSnapshots:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass
+class SnapshotsPersisted:
+    """``snapshots/persisted-attempt<A>-<node>.json``: what one node's launcher persisted on
+    its way out (``--snapshot-persist-dir`` / ``--snapshot-persist-hook``) and what it could
+    not, in one line each."""
+
+    attempt: int
+    node: str
+    node_rank: int
+    run_uuid: str
+    time: float
+    why: str  # the breakpoint: "signal SIGTERM", "the attempt ends", "training finished"
+    persisted: list[str] = field(default_factory=list)  # "rank 3 step 120 -> /path"
+    not_persisted: list[str] = field(default_factory=list)  # "rank 3 step 120: why"
+    took: float = 0.0
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: JsonDict) -> SnapshotsPersisted:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
 @dataclass(frozen=True)
 class DrillRecord:
     """``drills/<time>-<fault>.json``: one fault that ``slurm-ft-drill`` injected (or tried
@@ -361,7 +446,10 @@ def append_reading(
         os.close(fd)
 
 
-def write(path: Path, record: CycleRecord | OutcomeRecord | NodeProcesses | DrillRecord) -> None:
+def write(
+    path: Path,
+    record: CycleRecord | OutcomeRecord | NodeProcesses | DrillRecord | NodeSnapshots | SnapshotsPersisted,
+) -> None:
     atomicfile.write_json(path, record.to_json())
 
 

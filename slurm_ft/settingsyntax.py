@@ -216,3 +216,38 @@ def parse_preload(text: str) -> str:
     if bad or not words:
         raise ValueError(f"expected auto, none or module names separated by commas, got {text!r}")
     return ",".join(words)
+
+
+# ------------------------------------------------------------------ snapshots
+
+SNAPSHOT_MEMORY_AUTO = "auto"
+_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``512M``, ``16G``, ``1.5GiB``, ``4096`` (binary units, as ``/dev/shm`` is sized)."""
+    match = _SIZE_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"expected a size such as 512M, 16G or 4096 (bytes), got {text!r}")
+    unit = (match.group(2) or "").upper()[:1]
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_snapshot_memory(text: str) -> int | None:
+    """``--snapshot-memory``: bytes per node, or None for ``auto`` (derived from the node's
+    memory at start); 0 turns snapshots off."""
+    if text.strip().lower() == SNAPSHOT_MEMORY_AUTO:
+        return None
+    return parse_size(text)
+
+
+_HOOK_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_persist_hook(text: str) -> tuple[str, str]:
+    """``--snapshot-persist-hook module:function`` as (module, function)."""
+    if not _HOOK_RE.fullmatch(text.strip()):
+        raise ValueError(f"expected module:function, got {text!r}")
+    module, function = text.strip().split(":")
+    return module, function

@@ -83,6 +83,20 @@ class StateDir:
         """The launcher's and workers' pids of one node in one cycle (``records.NodeProcesses``)."""
         return self.processes_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
 
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.path / "snapshots"
+
+    def node_snapshots(self, cycle: int, node_name: str) -> Path:
+        """Where each of one node's ranks resumed from in one cycle, and its newest snapshot
+        at the cycle's end (``records.NodeSnapshots``)."""
+        return self.snapshots_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
+
+    def snapshots_persisted(self, attempt: int, node_name: str) -> Path:
+        """What one node's launcher persisted on its way out of ``attempt``
+        (``records.SnapshotsPersisted``)."""
+        return self.snapshots_dir / f"persisted-attempt{attempt}-{node_name}.json"
+
     def succession_claim(self, run_id: str, epoch: int) -> Path:
         """Who hosts the launchers' store in ``epoch`` of attempt ``run_id``
         (``records.SuccessionClaim``): made once, never replaced (``launch.succession``)."""

@@ -1,4 +1,5 @@
-"""The trainer-side API: heart-beats, sections and a stop flag, for finer hang detection.
+"""The trainer-side API: heart-beats, sections and a stop flag, for finer hang detection;
+snapshots of the trainer's state in the node's memory, to resume from after a failure.
 
 Everything here is optional. A trainer that never imports this module is still watched by
 the launcher (silence of the whole job, iteration stalls); one that calls
@@ -24,6 +25,23 @@ inside the trainer, where the environment is its only input.
 
 The layout of the file is defined here, once; the launcher reads it through
 :func:`read_slot`.
+
+Snapshots (``docs/guides/snapshots.md``): at a step boundary, after the optimizer step,
+a trainer hands its state to :func:`snapshot`; at start it asks :func:`restore_snapshot`
+for the newest one the node kept::
+
+    restored = worker.restore_snapshot()
+    if restored is not None:
+        model.load_state_dict(restored.state["model"]); start = restored.step + 1
+    ...
+        worker.snapshot(step, {"model": model.state_dict(), "optim": optimizer.state_dict()})
+
+The launcher names the node's snapshot area (``SLURM_FT_SNAPSHOT_DIR``) and its cap
+(``SLURM_FT_SNAPSHOT_LIMIT``), and may name the step every rank resumes from
+(``SLURM_FT_SNAPSHOT_STEP``; negative: none, the cycle resumes from elsewhere); without
+an area both calls are no-ops. The environment is
+read at the first call, not at import (a standby worker imports this module before it
+is given a cycle's variables), and torch is imported only then.
 """
 
 from __future__ import annotations
@@ -33,12 +51,20 @@ import os
 import signal
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType, TracebackType
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from slurm_ft.snapshot.session import Session
 
 MONITOR_ENV = "SLURM_FT_WORKER_MONITOR"
 SIGNALS_ENV = "SLURM_FT_FORWARDED_SIGNALS"
+SNAPSHOT_DIR_ENV = "SLURM_FT_SNAPSHOT_DIR"
+SNAPSHOT_LIMIT_ENV = "SLURM_FT_SNAPSHOT_LIMIT"
+SNAPSHOT_STEP_ENV = "SLURM_FT_SNAPSHOT_STEP"
+SNAPSHOT_PERSISTED_ENV = "SLURM_FT_SNAPSHOT_PERSISTED"  # the launchers' persist dir, if any
 
 MAGIC = b"SFTWMON1"
 SLOT_SIZE = 128
@@ -142,6 +168,90 @@ def stop_requested() -> bool:
             except (ValueError, OSError):  # not the main thread, or not a signal here
                 pass
     return _stop
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A snapshot given back: the step it was taken after, the state as it was handed in
+    (tensors on the CPU), and where it came from (``memory``, ``peer memory``, ``replica``)."""
+
+    step: int
+    state: dict[str, object]
+    source: str
+
+
+_session: Session | None = None
+_session_read = False
+
+
+def _snapshot_session() -> Session | None:
+    global _session, _session_read
+    if _session_read:
+        return _session
+    _session_read = True
+    directory = os.environ.get(SNAPSHOT_DIR_ENV)
+    if not directory:
+        return None
+    from pathlib import Path
+
+    from slurm_ft.snapshot import session
+
+    env = os.environ
+
+    def number(name: str, default: int) -> int:
+        try:
+            return int(env.get(name, default))
+        except ValueError:
+            return default
+
+    limit_text = env.get(SNAPSHOT_LIMIT_ENV, "")
+    step_text = env.get(SNAPSHOT_STEP_ENV, "")
+    placement = session.Placement(
+        rank=number("RANK", 0),
+        world_size=number("WORLD_SIZE", 1),
+        local_rank=number("LOCAL_RANK", 0),
+        local_world_size=number("LOCAL_WORLD_SIZE", 1),
+        node_rank=number("GROUP_RANK", 0),
+        cycle=number("SLURM_FT_CYCLE", 0),
+    )
+    settings = session.Settings(
+        area=Path(directory),
+        limit=int(limit_text) if limit_text.isdigit() else None,
+        placement=placement,
+        resume_step=int(step_text) if step_text.lstrip("-").isdigit() else None,
+        persisted=Path(env[SNAPSHOT_PERSISTED_ENV]) if env.get(SNAPSHOT_PERSISTED_ENV) else None,
+    )
+    _session = session.Session(settings)
+    return _session
+
+
+def snapshot(step: int, state: Mapping[str, object], *, replicated: bool = False) -> bool:
+    """Keep ``state`` (a state dict: tensors and small picklable values) as the state after
+    ``step``, in the node's memory. Call it at a step boundary. ``replicated=True``: every
+    rank holds the same state (DDP), so the node keeps one copy for all its ranks. True
+    when kept; False when not (no launcher area, over the node's cap, shared memory full:
+    said once on stderr, and training goes on)."""
+    found = _snapshot_session()
+    return found.snapshot(step, state, replicated=replicated) if found is not None else False
+
+
+def restore_snapshot(*, mapped: bool = False) -> Restored | None:
+    """The newest complete snapshot this rank (or its node's replicated copy) holds, or
+    None. A snapshot of another world size or rank is refused (said once). ``mapped=True``
+    gives tensors over the shared pages themselves, without a copy: only for state that is
+    copied at once (``model.load_state_dict``) and never kept, since the next snapshots
+    reuse those pages."""
+    found = _snapshot_session()
+    if found is None:
+        return None
+    from slurm_ft.snapshot import session
+
+    loaded = found.restore(copy=not mapped) or session.restore_persisted(found)
+    session.note_restore(found, loaded)
+    return Restored(loaded.step, loaded.state, loaded.source) if loaded is not None else None
 
 
 # ----------------------------------------------------------------------- launcher side

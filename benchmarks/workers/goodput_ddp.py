@@ -10,6 +10,12 @@ checkpoint; the steps after it are done again. Every rank writes where it runs t
 ``--pids DIR/<node>.rank<R>.json`` (its pid, its parent's — torchrun's agent — and their
 start ticks), which is how the benchmark aims faults at a torchrun job, that keeps no
 records of its own. ``slurm_ft.worker`` heart-beats are no-ops outside slurm-ft.
+
+With ``--snapshot-every N`` every rank hands its state to ``worker.snapshot`` every N steps
+(replicated: the node keeps one copy) and resumes from the newest snapshot when it is newer
+than the newest checkpoint. The ranks agree on one step, the newest any of them holds (a
+node may hold one step more than another, a spare that replaced a lost node none), and
+the state is broadcast from a rank that holds it: it is replicated, so one copy is all.
 """
 
 from __future__ import annotations
@@ -70,6 +76,34 @@ def note_pids(directory: str, rank: int, local_rank: int) -> None:
     os.replace(tmp, os.path.join(directory, f"{node}.rank{rank}.json"))
 
 
+def resume_from_snapshot(
+    module: torch.nn.Module, opt: torch.optim.Optimizer, step: int, source: str
+) -> tuple[int, str]:
+    """The newest snapshot any rank holds when it is newer than the checkpoint, on every
+    rank: the state is replicated (DDP), so one rank's copy is everyone's, broadcast from
+    it (a node that replaced a lost one holds none of its own)."""
+    restored = worker.restore_snapshot()
+    use = restored is not None and restored.step > step
+    mine = restored.step if restored is not None and use else step
+    steps: list[int] = [0] * dist.get_world_size()
+    dist.all_gather_object(steps, mine)
+    agreed = max(steps)
+    holder = steps.index(agreed)
+    if restored is not None and use and mine == agreed:
+        module.load_state_dict(restored.state["model"])  # type: ignore[arg-type]
+        opt.load_state_dict(restored.state["opt"])  # type: ignore[arg-type]
+        source = restored.source
+    elif agreed > step:
+        source = f"the snapshot of rank {holder}"
+    if agreed > min(steps):
+        for tensor in module.state_dict().values():
+            dist.broadcast(tensor, src=holder)
+        opt_state = [opt.state_dict()]
+        dist.broadcast_object_list(opt_state, src=holder)
+        opt.load_state_dict(opt_state[0])
+    return agreed, source
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--ckpt", required=True)
@@ -78,6 +112,7 @@ def main() -> int:
     p.add_argument("--step-time", type=float, default=0.2)
     p.add_argument("--ckpt-every", type=int, default=25)
     p.add_argument("--pg-timeout", type=float, default=60.0)
+    p.add_argument("--snapshot-every", type=int, default=0, help="steps between snapshots (0: none)")
     a = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.pg_timeout))
@@ -93,7 +128,10 @@ def main() -> int:
         state = torch.load(os.path.join(a.ckpt, f"step_{step}", "state.pt"), weights_only=True)
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-    print(f"rank {rank}: resumed from step {step}", flush=True)
+    source = "checkpoint" if step else "nothing"
+    if a.snapshot_every:
+        step, source = resume_from_snapshot(model.module, opt, step, source)
+    print(f"rank {rank}: resumed from {source} at step {step}", flush=True)
     x, y = torch.randn(64, 256), torch.randn(64, 1)
     log = open(a.step_log, "a") if rank == 0 else None  # noqa: SIM115 (open for the whole run)
     next_tick = time.monotonic()
@@ -103,6 +141,10 @@ def main() -> int:
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         step += 1
+        if a.snapshot_every and step % a.snapshot_every == 0:
+            worker.snapshot(
+                step, {"model": model.module.state_dict(), "opt": opt.state_dict()}, replicated=True
+            )
         worker.heartbeat()
         if log is not None:
             log.write(json.dumps({"t": time.time(), "step": step}) + "\n")

@@ -11,6 +11,7 @@ private run dir (the workers' monitor slots and stack files) when it starts.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from slurm_ft.launch import cyclecount
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 PROG = "slurm-ft-launch"
 MASTER_PORT_PLACEHOLDER = "<chosen by node 0 each cycle>"
 RUN_DIR_PLACEHOLDER = "<private run dir, made at start>"
+SNAPSHOT_AREA_PLACEHOLDER = "<snapshot area in /dev/shm, made at start>"
 
 
 def write(cfg: AgentConfig, out: TextIO, *, secret_in_env: bool) -> None:
@@ -88,6 +90,7 @@ def write(cfg: AgentConfig, out: TextIO, *, secret_in_env: bool) -> None:
         w(f"placement: numa binding {placement.mode.value}, NIC affinity {nic_aff}\n")
         for warning in placement.warnings:
             w(f"placement warning: {warning}\n")
+    cfg = _with_snapshots(cfg, w)
     if spare:
         return
     w(
@@ -109,4 +112,30 @@ def write(cfg: AgentConfig, out: TextIO, *, secret_in_env: bool) -> None:
     w(
         "(MASTER_PORT, the cycle number, the restart count and the cycle's paths change every cycle; "
         "<...>: made when the launcher runs)\n"
+    )
+
+
+def _with_snapshots(cfg: AgentConfig, w: Callable[[str], object]) -> AgentConfig:
+    """The snapshot line the launcher would say, and ``cfg`` with a placeholder area (the
+    launcher makes it at start) when snapshots are on."""
+    import dataclasses
+
+    from slurm_ft.launch.snapshots.budget import plan
+    from slurm_ft.launch.snapshots.node import SHM, node_memory
+    from slurm_ft.launch.workers.env import SnapshotEnv
+    from slurm_ft.settingsyntax import parse_snapshot_memory
+
+    launch = cfg.settings.launch
+    budget = plan(parse_snapshot_memory(launch.snapshot_memory), node_memory(SHM), str(SHM))
+    w(f"{budget.line}\n")
+    if budget.limit <= 0:
+        return cfg
+    persist = launch.snapshot_persist_hook or launch.snapshot_persist_dir
+    if persist:
+        w(
+            f"snapshots persisted on the way out to {persist} "
+            f"(at most {launch.snapshot_persist_timeout:g} s)\n"
+        )
+    return dataclasses.replace(
+        cfg, snapshots=SnapshotEnv(SNAPSHOT_AREA_PLACEHOLDER, budget.limit, launch.snapshot_persist_dir)
     )

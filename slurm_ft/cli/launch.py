@@ -169,6 +169,7 @@ def _agent_config(
     entry = _entry(ns, env, cwd)
     state = statedir.resolve(job, settings.state_dir, cwd)
     settings = _log_dir(settings, state.path, cwd)
+    settings = _persist_dir(settings, cwd)
     port_range = parse_port_range(launch.rdzv_port_range)  # checked by config
     # a single node keeps its store in process (no port, no torch import)
     ports = () if job.num_nodes == 1 else rdzv_ports(job, port_range, launch.rdzv_port)
@@ -245,6 +246,15 @@ def _log_dir(settings: config.Settings, state_path: Path, cwd: str) -> config.Se
         return settings
     root = Path(cwd, a.log_dir) if a.log_dir else state_path / "logs"
     return config.apply(settings, {"applog.log_dir": str(root)})
+
+
+def _persist_dir(settings: config.Settings, cwd: str) -> config.Settings:
+    """The snapshot persist dir as an absolute path: the requeued attempt and the persist
+    child must find the same place whatever their working directory."""
+    where = settings.launch.snapshot_persist_dir
+    if not where or os.path.isabs(where):
+        return settings
+    return config.apply(settings, {"launch.snapshot_persist_dir": str(Path(cwd, where))})
 
 
 def _check_state_dir(path: Path) -> None:

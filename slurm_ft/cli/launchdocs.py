@@ -84,6 +84,32 @@ MEANING: dict[str, str] = {
         "level (through its own modules too); `none`: no standbys, every worker starts cold "
         "(see [warm restarts](../guides/warm-restarts.md))"
     ),
+    "--snapshot-memory": (
+        "the shared memory (`/dev/shm`) this node's workers may fill with snapshots "
+        "(`slurm_ft.worker.snapshot`): the launcher makes the node's snapshot area at start, "
+        "private to the user, keeps it across cycles and removes it at the job's end; a snapshot "
+        "that would pass the cap is refused in the worker and training goes on. `auto`: a quarter "
+        "of the node's memory, at most half of `/dev/shm`; `0`: no snapshots (see "
+        "[snapshots](../guides/snapshots.md))"
+    ),
+    "--snapshot-persist-dir": (
+        "where the launchers write the newest complete snapshot (one `torch.save` per rank) on "
+        "the way out of an attempt: a preemption or time-limit signal, a cycle that ends the "
+        "attempt (no restart or spare left) and the job's end, even when the workers are gone; "
+        "the next attempt's `restore_snapshot()` falls back to it (source `persisted`). What "
+        "could not be persisted is said in the outcome record"
+    ),
+    "--snapshot-persist-hook": (
+        "persist through the trainer's own function instead of `torch.save`: the launcher imports "
+        "MODULE (from the job's working directory) in a child and calls "
+        "`FUNCTION(rank, step, state, directory)` for each rank's newest snapshot (`directory`: "
+        "`--snapshot-persist-dir`, or None)"
+    ),
+    "--snapshot-persist-timeout": (
+        "the longest the launchers' persist may take, in a child the launcher abandons at the "
+        "deadline (a dead mount never holds the allocation); after a preemption signal, at most "
+        "what `--term-timeout` leaves"
+    ),
     "--applog-prefix": (
         "per-cycle application log `/ABS/job_cycle<N>.log`, every worker line prefixed with its "
         "global rank (see [per-cycle "

@@ -409,6 +409,43 @@ SPARES = OptionGroup(
     ),
 )
 
+SNAPSHOTS = OptionGroup(
+    'in-memory snapshots (README "Snapshots")',
+    (
+        _opt(
+            "--snapshot-memory",
+            dest="snapshot_memory",
+            metavar="SIZE|auto",
+            help="shared memory this node's workers may fill with snapshots (16G, 512M); "
+            "auto: from the node's memory and /dev/shm; 0: no snapshots",
+            setting="launch.snapshot_memory",
+        ),
+        _opt(
+            "--snapshot-persist-dir",
+            dest="snapshot_persist_dir",
+            metavar="DIR",
+            help="on a preemption, a last cycle or the job's end, the launchers write the newest "
+            "snapshot here (torch.save per rank); the requeued attempt restores from it",
+            setting="launch.snapshot_persist_dir",
+        ),
+        _opt(
+            "--snapshot-persist-hook",
+            dest="snapshot_persist_hook",
+            metavar="MODULE:FUNCTION",
+            help="persist through the trainer's own function instead (called by the launcher with "
+            "each rank's snapshot)",
+            setting="launch.snapshot_persist_hook",
+        ),
+        _opt(
+            "--snapshot-persist-timeout",
+            dest="snapshot_persist_timeout",
+            metavar="S",
+            help="the longest persisting may take (a dead mount never holds the allocation)",
+            setting="launch.snapshot_persist_timeout",
+        ),
+    ),
+)
+
 HANG = OptionGroup(
     'hang detection (README "Hangs"); 0 turns a detector off',
     (
@@ -587,6 +624,7 @@ GROUPS: tuple[OptionGroup, ...] = (
     HEALTH,
     PLACEMENT,
     SPARES,
+    SNAPSHOTS,
     HANG,
     TORCHRUN,
     WHAT_TO_RUN,

@@ -340,7 +340,8 @@ DETAILS: dict[str, dict[str, str]] = {
     "slurm-ft-drill": {
         "JOBID FAULT": (
             "the job (or `--state-dir`) and the fault: `crash`, `kill`, `hang`, `freeze-launcher`, "
-            "`lose-node`, `preempt`. The job's state dir is `.slurm_ft/JOBID` in its working "
+            "`lose-node`, `kill-launcher` (the launcher alone, and with it its node's snapshots), "
+            "`preempt`. The job's state dir is `.slurm_ft/JOBID` in its working "
             "directory, else where the job's pointer leads; options may come between the words"
         ),
         "--rank": "global rank to hit (crash, kill, hang; default: the last)",

@@ -12,6 +12,10 @@ so it is real: the job's own detectors have to find it, and it costs what it cos
 * ``hang``: SIGSTOP to one rank: it stays alive and silent, the others wait in a collective.
 * ``freeze-launcher``: SIGSTOP to one node's launcher: its heart-beat stops, its workers run on.
 * ``lose-node``: SIGKILL to one node's launcher and all its workers at once: a host gone.
+* ``kill-launcher``: SIGKILL to one node's launcher alone (its workers die with it, by their
+  parent-death signal): the snapshot mode's fault, since the node's in-memory snapshots go
+  with the launcher that owns them (its area is swept by the next launcher on the node), so
+  the job goes on from a replica or its last checkpoint.
 * ``preempt``: SIGUSR1 to the job's batch script (``scancel --signal=USR1 --batch``), what
   ``#SBATCH --signal=B:USR1@T`` sends before a time limit or preemption. Slurm jobs only.
 
@@ -35,6 +39,7 @@ class Fault(str, Enum):
     HANG = "hang"
     FREEZE_LAUNCHER = "freeze-launcher"
     LOSE_NODE = "lose-node"
+    KILL_LAUNCHER = "kill-launcher"
     PREEMPT = "preempt"
 
 
@@ -61,6 +66,7 @@ SPECS: dict[Fault, FaultSpec] = {
     Fault.HANG: FaultSpec(Target.RANK, signal.SIGSTOP),
     Fault.FREEZE_LAUNCHER: FaultSpec(Target.NODE, signal.SIGSTOP),
     Fault.LOSE_NODE: FaultSpec(Target.NODE, signal.SIGKILL, with_workers=True),
+    Fault.KILL_LAUNCHER: FaultSpec(Target.NODE, signal.SIGKILL),
     Fault.PREEMPT: FaultSpec(Target.BATCH, signal.SIGUSR1),
 }
 

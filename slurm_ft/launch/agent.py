@@ -40,13 +40,14 @@ from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.stateio import StateDirStalled
 from slurm_ft.launch.storeloss import StoreHostLoss, Superseded
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import FailureKind, node_name
+from slurm_ft.records import FailureKind, RankResume, node_name
 
 if TYPE_CHECKING:
     from slurm_ft.launch.handover import EpochStore
@@ -88,7 +89,8 @@ class Agent:
     def __init__(
         self, cfg: AgentConfig, events: EventLog, signals: SignalBox, seams: Seams = Seams()
     ) -> None:
-        self.cfg = cfg
+        self.snapshots = NodeSnapshots.for_launcher(cfg, events.event)
+        cfg = self.cfg = self.snapshots.configure(cfg)
         self.ev = events
         self.sig = signals
         self.seams = seams
@@ -185,7 +187,14 @@ class Agent:
         jobsecret.announce(cfg.auth, cfg.num_nodes, self.ev.event)
         if cfg.is_node0:
             self.client = given or open_store(cfg, keys, sealer, self.ev)
-            self.coordinator = Coordinator(cfg, self.client, self.books, self.ev, clock=self.seams.clock)
+            self.coordinator = Coordinator(
+                cfg,
+                self.client,
+                self.books,
+                self.ev,
+                clock=self.seams.clock,
+                snapshot_step=self.snapshots.newest_step,
+            )
             base = self.coordinator.open()
         else:
             self.client, base = reach_node0(
@@ -284,10 +293,28 @@ class Agent:
         stuck = self.member.stop(i, cycle, workers, end)
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
+        if workers is not None and self.snapshots.on:
+            self._snapshot_books(cycle, workers)
         lost = workers.log_lost if workers is not None else (0, 0)
         self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS, log_lost=lost)
         if self.coordinator is not None:
             self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.seams.clock()))
+
+    def _snapshot_books(self, cycle: int, workers: CycleWorkers) -> None:
+        """After a cycle's workers are gone: where its ranks here resumed from (one launcher
+        line) and the node's newest snapshot, for the records and the report."""
+        resumed, asked = self.snapshots.resumed(workers.ranks, cycle)  # before the next cycle's restore
+        self.books.defer(partial(self._snapshot_record, cycle, resumed, asked))
+
+    def _snapshot_record(self, cycle: int, resumed: list[RankResume], asked: bool) -> None:
+        """Off the restart's critical path: the node's newest snapshot, the lines, the record."""
+        job = self.cfg.job
+        rec = self.snapshots.cycle_record(cycle, job.node_name, job.node_rank, self.run.run_uuid, resumed)
+        self.ev.event(self.snapshots.resumed_line(rec))
+        stalled = self.snapshots.stalled_line(rec, asked)
+        if stalled is not None:
+            self.ev.event(stalled)
+        self.books.node_snapshots(rec)
 
     # ------------------------------------------------------------------ endings
 
@@ -341,6 +368,12 @@ class Agent:
         self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):
             self.books.flush()
+        # Node 0 (or a peer that writes the outcome itself) persists before the outcome
+        # record, which says what could not be; the other peers after their last word with
+        # node 0, which may leave meanwhile (see the end).
+        persists_last = self.coordinator is None and not way_out.ends_step
+        if not persists_last:
+            self._persist_snapshots(way_out.ending)
         if way_out.ends_step:  # node 0 writes nothing any more: this peer's view is the outcome
             self.books.node0_lost(self.run, way_out.ending, budget)
         if self.coordinator is not None:
@@ -363,7 +396,31 @@ class Agent:
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack(self.cfg.job.node_rank)
+        if persists_last and self.snapshots.persists:
+            self.threads.stop()  # node 0 leaving now is no store loss: nothing may kill the persist
+            self._persist_snapshots(way_out.ending)
+            self.books.io.settle(budget)
         return way_out.ending
+
+    def _persist_snapshots(self, ending: Ending) -> None:
+        """The breakpoint: this node's newest snapshots to durable storage (the workers are
+        gone), before the outcome record, which says what could not be persisted. After a
+        signal, within what ``--term-timeout`` leaves (the records keep a little of it)."""
+        if not self.snapshots.persists:
+            return
+        timeout = self.launch.snapshot_persist_timeout
+        if self.sig.received_at is not None:
+            left = self.sig.received_at + self.launch.term_timeout - time.monotonic()
+            timeout = min(timeout, left - min(2.0, self.launch.write_timeout))
+        rec = self.snapshots.persist(ending, timeout, self.cfg, self.run.run_uuid)
+        if rec is None:
+            return
+        self.run = dataclasses.replace(
+            self.run,
+            snapshots_persisted=tuple(rec.persisted),
+            snapshots_not_persisted=tuple(rec.not_persisted),
+        )
+        self.books.snapshots_persisted(rec)
 
     def export_metrics(self) -> None:
         """The Prometheus file, when asked for (the writer writes only on change, at most
@@ -384,6 +441,7 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.close()
         privatefiles.remove_tree(self._run_dir)
+        self.snapshots.close()
         if self.member is not None:
             self.member.close()
         self._wake.close()

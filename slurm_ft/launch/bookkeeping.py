@@ -32,7 +32,13 @@ from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 
-Record = records.CycleRecord | records.OutcomeRecord | records.NodeProcesses
+Record = (
+    records.CycleRecord
+    | records.OutcomeRecord
+    | records.NodeProcesses
+    | records.NodeSnapshots
+    | records.SnapshotsPersisted
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class RunSummary:
     store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
     successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession)
     unfenced: tuple[str, ...] = ()  # processes of a lost store host that could not be killed
+    snapshots_persisted: tuple[str, ...] = ()  # this node's persist on the way out: one line per rank
+    snapshots_not_persisted: tuple[str, ...] = ()  # ... and what it could not persist
 
     def started(self, cycle: int) -> RunSummary:
         return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
@@ -223,6 +231,8 @@ class Bookkeeper:
             store_values_ignored=list(run.store_values_ignored),
             store_successions=list(run.successions),
             unfenced=list(run.unfenced),
+            snapshots_persisted=list(run.snapshots_persisted),
+            snapshots_not_persisted=list(run.snapshots_not_persisted),
             time=self.clock(),
         )
 
@@ -333,6 +343,16 @@ class Bookkeeper:
         )
         with contextlib.suppress(OSError):
             self._write(self.state.node_processes(cycle, self.job.node_name), rec)
+
+    def node_snapshots(self, rec: records.NodeSnapshots) -> None:
+        """Where this node's ranks resumed from in a cycle (every node writes its own file;
+        a state dir that cannot take it costs the report a line, never the job a cycle)."""
+        with contextlib.suppress(OSError):
+            self._write(self.state.node_snapshots(rec.cycle, rec.node), rec)
+
+    def snapshots_persisted(self, rec: records.SnapshotsPersisted) -> None:
+        with contextlib.suppress(OSError):
+            self._write(self.state.snapshots_persisted(rec.attempt, rec.node), rec)
 
     # ------------------------------------------------------------------ unhealthy nodes
 

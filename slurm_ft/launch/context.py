@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from slurm_ft.config import Settings
 from slurm_ft.jobpointer import Pointer
 from slurm_ft.launch.rendezvous.jobsecret import StoreAuth
-from slurm_ft.launch.workers.env import JobEnv
+from slurm_ft.launch.workers.env import JobEnv, SnapshotEnv
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
@@ -53,6 +53,8 @@ class AgentConfig:
     # The launcher (hostlist index) that hosts the store: node 0 until it is lost and a
     # successor leads (``launch.succession``).
     store_host: int = 0
+    # The node's snapshot area, made at the launcher's start (None: snapshots off or not yet made).
+    snapshots: SnapshotEnv | None = None
 
     @property
     def is_node0(self) -> bool:
@@ -77,6 +79,7 @@ class AgentConfig:
             run_dir=run_dir,
             placement=self.placement,
             torch_version=self.torch_version,
+            snapshots=self.snapshots,
         )
 
 

@@ -122,6 +122,7 @@ class Coordinator:
         events: EventLog,
         *,
         clock: Callable[[], float] = time.time,
+        snapshot_step: Callable[[], int | None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.client = client
@@ -141,7 +142,12 @@ class Coordinator:
         self.departed: set[int] = set()  # a lost store host this successor took over from
         try:
             self.tracker: ProgressTracker | None = ProgressTracker(
-                cfg.state, cfg.settings.progress, cfg.job.attempt, on_warning=events.event, files=books.io
+                cfg.state,
+                cfg.settings.progress,
+                cfg.job.attempt,
+                on_warning=events.event,
+                files=books.io,
+                snapshot_step=snapshot_step,
             )
         except LedgerError as exc:
             raise BadInput(str(exc)) from None

@@ -51,6 +51,10 @@ class CycleEntry:
     # How long the cycle took to start (s from its start to the end of its start-up's last
     # long silence, ``hanglearn.startup_seen``): a later cycle's warm-up ends from it.
     startup: float | None = None
+    # The newest snapshot's step on node 0 (``--snapshot-memory``) at the cycle's start and
+    # end: a snapshot that moved on is progress too, one that stayed put is not.
+    snapshot_start: int | None = None
+    snapshot_end: int | None = None
 
     @property
     def is_open(self) -> bool:
@@ -157,6 +161,8 @@ def _cycle_from_json(doc: Any, index: int) -> CycleEntry:
         silence_gap=_optional(doc, "silence_gap", (int, float), where),
         iteration_gap=_optional(doc, "iteration_gap", (int, float), where),
         startup=_seconds(doc, "startup", where),
+        snapshot_start=_optional(doc, "snapshot_start", int, where),
+        snapshot_end=_optional(doc, "snapshot_end", int, where),
     )
 
 

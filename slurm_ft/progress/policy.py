@@ -163,6 +163,7 @@ def open_cycle(
         started_at=now,
         warnings=warnings,
         mark_start=(start.mark if start.valid else _last_mark(ledger)) if _is_file(settings) else None,
+        snapshot_start=start.snapshot,
     )
     ledger = _seen(ledger, start, settings)
     return dataclasses.replace(ledger, cycles=[*cycles, entry], stopped=None)
@@ -172,11 +173,31 @@ def cycle_progressed(start: int, end: Reading, min_progress_iterations: int) -> 
     return end.valid and end.iteration - start >= min_progress_iterations
 
 
+def last_snapshot(ledger: Ledger) -> int | None:
+    """The newest snapshot step the ledger knows of (any cycle's start or end)."""
+    steps = [s for c in ledger.cycles for s in (c.snapshot_start, c.snapshot_end) if s is not None]
+    return max(steps) if steps else None
+
+
+def snapshot_progressed(ledger: Ledger, end: Reading, min_progress_iterations: int) -> bool:
+    """Whether the newest snapshot moved past every snapshot the job had before: a job
+    that only ever resumes from the same snapshot (and fails before the next one) makes
+    none, whatever attempt it is in (a requeued attempt starts with empty memory and
+    resumes from the persisted copy of that same step)."""
+    if end.snapshot is None:
+        return False
+    before = last_snapshot(ledger)
+    return before is None or end.snapshot - before >= min_progress_iterations
+
+
 def counts_as_progress(ledger: Ledger, settings: ProgressSettings, end: Reading) -> bool:
-    """Whether ``end`` would close the open cycle (if any) as progress."""
+    """Whether ``end`` would close the open cycle (if any) as progress: its source moved,
+    or its newest snapshot did."""
     entry = ledger.open_cycle
     start = entry.iteration_start if entry is not None else (last_iteration(ledger) or 0)
-    return cycle_progressed(start, end_reading(ledger, settings, end), settings.min_progress_iterations)
+    return cycle_progressed(
+        start, end_reading(ledger, settings, end), settings.min_progress_iterations
+    ) or snapshot_progressed(ledger, end, settings.min_progress_iterations)
 
 
 def would_stop(ledger: Ledger, settings: ProgressSettings, end: Reading) -> bool:
@@ -227,7 +248,9 @@ def close_cycle(
     cycles.pop()
     ledger = _seen(ledger, end, settings)
     judged = judges(ledger, settings) and end.answered
-    progressed = cycle_progressed(entry.iteration_start, end, settings.min_progress_iterations)
+    progressed = cycle_progressed(
+        entry.iteration_start, end, settings.min_progress_iterations
+    ) or snapshot_progressed(ledger, end, settings.min_progress_iterations)
     warnings = list(entry.warnings)
     if not end.valid:
         warnings.append(f"end: {end.warning}")
@@ -239,6 +262,7 @@ def close_cycle(
         ended_at=now,
         warnings=warnings,
         mark_end=end.mark if _is_file(settings) and end.valid else None,
+        snapshot_end=end.snapshot,
     )
     if not judged:
         streak = ledger.streak

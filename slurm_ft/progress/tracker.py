@@ -22,6 +22,7 @@ next cycle starts from that same early look and so counts the save, and in a new
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -72,8 +73,10 @@ class ProgressTracker:
         clock: Callable[[], float] = time.time,
         on_warning: Callable[[str], None] | None = None,
         files: LedgerFiles | None = None,
+        snapshot_step: Callable[[], int | None] | None = None,
     ) -> None:
         self._path = state.ledger
+        self._snapshot_step = snapshot_step  # node 0's newest snapshot (launch.snapshots)
         self._settings = settings
         self._spec = policy.configured_source(settings)
         self._attempt = attempt
@@ -109,12 +112,19 @@ class ProgressTracker:
             return ABSENT
         pending = self._pending or PendingReading(self._spec, self._settings.read_timeout)
         self._pending = None
-        return first(pending)
+        return self._with_snapshot(first(pending))
+
+    def _with_snapshot(self, reading: Reading) -> Reading:
+        """The reading with node 0's newest snapshot step (a header read: no child needed)."""
+        if self._snapshot_step is None:
+            return reading
+        return dataclasses.replace(reading, snapshot=self._snapshot_step())
 
     def _end(self, ledger: Ledger, quick: Reading) -> Reading:
         if self._spec is None:
             return quick
         reading = confirmed(ledger, self._settings, self._spec, quick)
+        reading = dataclasses.replace(reading, snapshot=quick.snapshot)
         if reading.warning and self._on_warning is not None:
             self._on_warning(reading.warning)
         return reading

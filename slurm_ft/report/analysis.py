@@ -43,8 +43,11 @@ from slurm_ft.records import (
     DrillRecord,
     Failure,
     FailureKind,
+    NodeSnapshots,
     OutcomeRecord,
     ProgressReading,
+    RankResume,
+    SnapshotSource,
 )
 from slurm_ft.report.load import StateFiles, UnhealthyRecord, Unreadable
 
@@ -86,6 +89,7 @@ class CycleSplit:
     kept_end: float  # the last checkpoint seen before the workers stopped training
     run_end: float  # the first failure, else the cycle's end
     end: float
+    kept_step: int | None = None  # the step of that last checkpoint
 
     @property
     def startup_s(self) -> float:
@@ -175,6 +179,9 @@ class Totals:
     stopping_s: float = 0.0  # the split cycles' stops
     split_cycles: int = 0  # cycles cut by timed readings
     seconds_per_step: float | None = None  # the job's undisturbed pace, from the readings
+    # Of ``lost_work_s``, what was done since the last snapshot the next cycle resumed from
+    # (really lost); the rest was kept by the snapshots. None: the job took no snapshots.
+    lost_since_snapshot_s: float | None = None
 
     @property
     def parts_s(self) -> float:
@@ -231,12 +238,25 @@ class FaultView:
     cost_s: float | None = None
     next_cycle: int | None = None
     absorbed: bool = False
+    lost_since_snapshot_s: float | None = None  # of lost_work_s: since the snapshot resumed from
 
     @property
     def where(self) -> str:
         if self.rank is not None:
             return f"rank {self.rank} on {self.node}"
         return self.node or "batch script"
+
+
+@dataclass(frozen=True)
+class SnapshotRestore:
+    """A cycle whose ranks resumed from snapshots (``--snapshot-memory``): when it started,
+    where its ranks' state came from (``memory x4``), and the lowest step resumed from a
+    snapshot (None: no rank did)."""
+
+    cycle: int
+    time: float
+    sources: tuple[str, ...]
+    step: int | None
 
 
 @dataclass(frozen=True)
@@ -252,6 +272,7 @@ class Report:
     progress_source: str | None  # the progress source the ledger read (KIND:PATH)
     notes: tuple[str, ...]
     faults: tuple[FaultView, ...] = ()
+    snapshot_restores: tuple[SnapshotRestore, ...] = ()
 
 
 # --------------------------------------------------------------------------- failures
@@ -698,7 +719,7 @@ def split_cycle(
     startup_end = min(max(c.start, first.time - back), run_end)
     kept_end = run_end if c.outcome == CycleOutcome.SUCCEEDED else min(last.time, run_end)
     kept_end = max(kept_end, startup_end)
-    return CycleSplit(c.start, startup_end, kept_end, run_end, end)
+    return CycleSplit(c.start, startup_end, kept_end, run_end, end, kept_step=last.step)
 
 
 def _with_splits(
@@ -789,6 +810,85 @@ def fault_views(drills: list[DrillRecord], cycles: list[CycleView]) -> list[Faul
     return out
 
 
+# --------------------------------------------------------------------------- snapshots
+
+
+def snapshot_restores(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> list[SnapshotRestore]:
+    """Every cycle in which some rank resumed from a snapshot, with its sources."""
+    starts = {c.cycle: c.start for c in cycles}
+    by_cycle: dict[int, list[RankResume]] = defaultdict(list)
+    for rec in snaps:
+        by_cycle[rec.cycle].extend(RankResume.from_json(r) for r in rec.resumed)
+    out = []
+    for cycle, ranks in sorted(by_cycle.items()):
+        steps = [r.step for r in ranks if r.source is not SnapshotSource.NONE and r.step is not None]
+        if not steps or cycle not in starts:
+            continue
+        counts = Counter(r.source.value for r in ranks)
+        sources = tuple(f"{source} x{n}" for source, n in sorted(counts.items()))
+        out.append(SnapshotRestore(cycle, starts[cycle], sources, min(steps)))
+    return out
+
+
+def _resume_step(
+    cycle: CycleView, nxt: CycleView | None, restores: dict[int, SnapshotRestore], newest: dict[int, int]
+) -> int | None:
+    """The step the job resumed at after ``cycle`` from a snapshot: the next cycle's
+    restores, else the newest snapshot every node held at ``cycle``'s end."""
+    if nxt is not None and nxt.cycle in restores:
+        return restores[nxt.cycle].step
+    return newest.get(cycle.cycle)
+
+
+def lost_since_snapshot(
+    lost_s: float, kept_step: int | None, resumed: int | None, pace: float | None
+) -> float:
+    """Of the work lost after the last checkpoint, the part after the snapshot the job
+    resumed from (the part before it was kept). Pure."""
+    if resumed is None or kept_step is None or pace is None or resumed <= kept_step:
+        return lost_s
+    return max(0.0, lost_s - (resumed - kept_step) * pace)
+
+
+def _with_snapshot_split(report: Report, snaps: list[NodeSnapshots], pace: float | None) -> Report:
+    """The lost work split at the snapshots, and the restores for the timeline (additive:
+    the buckets and the goodput are the report's as without snapshots)."""
+    if not snaps:
+        return report
+    restores = snapshot_restores(snaps, list(report.cycles))
+    by_cycle = {r.cycle: r for r in restores}
+    newest: dict[int, int] = {}
+    held: dict[int, list[int | None]] = defaultdict(list)
+    for rec in snaps:
+        held[rec.cycle].append(rec.newest_step)
+    for cycle, steps in held.items():
+        if steps and all(s is not None for s in steps):
+            newest[cycle] = min(s for s in steps if s is not None)
+    ordered = sorted(report.cycles, key=lambda c: c.start)
+    total = 0.0
+    for c in ordered:
+        if c.split is None or c.split.lost_s <= 0:
+            continue
+        nxt = next((n for n in ordered if c.end is not None and n.start >= c.end), None)
+        total += lost_since_snapshot(
+            c.split.lost_s, c.split.kept_step, _resume_step(c, nxt, by_cycle, newest), pace
+        )
+    faults = []
+    cycles_by_number = {c.cycle: c for c in ordered}
+    for f in report.faults:
+        hit = cycles_by_number.get(f.cycle) if f.cycle is not None else None
+        if f.lost_work_s is None or hit is None or hit.split is None:
+            faults.append(f)
+            continue
+        hit_next = cycles_by_number.get(f.next_cycle) if f.next_cycle is not None else None
+        since = lost_since_snapshot(
+            f.lost_work_s, hit.split.kept_step, _resume_step(hit, hit_next, by_cycle, newest), pace
+        )
+        faults.append(dataclasses.replace(f, lost_since_snapshot_s=since))
+    totals = dataclasses.replace(report.totals, lost_since_snapshot_s=total)
+    return dataclasses.replace(report, totals=totals, faults=tuple(faults), snapshot_restores=tuple(restores))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -814,7 +914,7 @@ def analyse(files: StateFiles) -> Report:
         )
     if any(a.outcome_source == "inferred" for a in attempts):
         notes.append("some attempts' outcome records were not kept: their outcome is inferred from cycles")
-    return Report(
+    report = Report(
         state_dir=str(files.path),
         attempts=tuple(attempts),
         cycles=tuple(sorted(cycles, key=lambda c: c.cycle)),
@@ -827,3 +927,4 @@ def analyse(files: StateFiles) -> Report:
         notes=tuple(notes),
         faults=tuple(fault_views(files.drills, cycles)),
     )
+    return _with_snapshot_split(report, files.snapshots, pace)

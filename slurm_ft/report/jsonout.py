@@ -89,6 +89,7 @@ def _fault(f: FaultView) -> dict[str, Any]:
         "startup_s": f.startup_s,
         "lost_work_s": f.lost_work_s,
         "cost_s": f.cost_s,
+        "lost_since_snapshot_s": f.lost_since_snapshot_s,
     }
 
 
@@ -128,6 +129,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "stopping_s": t.stopping_s,
             "split_cycles": t.split_cycles,
             "seconds_per_step": t.seconds_per_step,
+            "lost_since_snapshot_s": t.lost_since_snapshot_s,
             "goodput_ratio": t.goodput_ratio,
             "goodput_upper_bound": t.goodput_upper_bound,
             "work_lost_iterations": t.work_lost_iterations,
@@ -151,6 +153,10 @@ def to_json(report: Report) -> dict[str, Any]:
         "unreadable": [{"path": u.path, "problem": u.problem} for u in report.unreadable],
         "notes": list(report.notes),
         "faults": [_fault(f) for f in report.faults],
+        "snapshot_restores": [
+            {"cycle": r.cycle, "time": r.time, "step": r.step, "sources": list(r.sources)}
+            for r in report.snapshot_restores
+        ],
     }
 
 

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import progress
-from slurm_ft.records import CycleRecord, DrillRecord, OutcomeRecord, ProgressReading
+from slurm_ft.records import (
+    CycleRecord,
+    DrillRecord,
+    NodeSnapshots,
+    OutcomeRecord,
+    ProgressReading,
+    RankResume,
+)
 from slurm_ft.statedir import StateDir
 
 _CYCLE_NAME = re.compile(r"cycle(\d+)\.json")
@@ -48,6 +55,7 @@ class StateFiles:
     unreadable: list[Unreadable] = field(default_factory=list)
     drills: list[DrillRecord] = field(default_factory=list)  # faults slurm-ft-drill injected
     readings: list[ProgressReading] = field(default_factory=list)  # node 0's timed source readings
+    snapshots: list[NodeSnapshots] = field(default_factory=list)  # each node's resumes, per cycle
 
     @property
     def empty(self) -> bool:
@@ -143,6 +151,22 @@ def drill_from_json(doc: dict[str, Any]) -> DrillRecord:
         raise _Bad(str(exc)) from None
 
 
+def snapshots_from_json(doc: dict[str, Any]) -> NodeSnapshots:
+    _need(doc, "cycle", int)
+    _need(doc, "node", str)
+    _need(doc, "newest_step", int, optional=True)
+    resumed = doc.get("resumed", [])
+    if not isinstance(resumed, list) or not all(isinstance(r, dict) for r in resumed):
+        raise _Bad("'resumed' is not a list of objects")
+    try:
+        rec = NodeSnapshots.from_json(doc)
+        for r in resumed:
+            RankResume.from_json(r)
+    except (TypeError, ValueError) as exc:
+        raise _Bad(str(exc)) from None
+    return rec
+
+
 def readings_from_text(text: str) -> tuple[list[ProgressReading], int]:
     """The readings in a ``readings.jsonl`` and the number of lines that were not one (a
     torn last line after a crash is the usual one)."""
@@ -229,6 +253,13 @@ def load(state: StateDir) -> StateFiles:
         except _Bad as exc:
             bad.append(Unreadable(str(path), str(exc)))
     out.drills.sort(key=lambda d: d.time)
+
+    for path in _files(state.snapshots_dir, "cycle*/*.json", bad):
+        try:
+            out.snapshots.append(snapshots_from_json(_read_doc(path)))
+        except _Bad as exc:
+            bad.append(Unreadable(str(path), str(exc)))
+    out.snapshots.sort(key=lambda s: (s.cycle, s.node))
 
     try:
         raw = state.progress_readings.read_text(encoding="utf-8", errors="replace")

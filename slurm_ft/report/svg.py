@@ -235,6 +235,7 @@ def render(report: Report) -> str:
                 f'L{fx:.1f},{CYCLE_Y - 4} Z" fill="#000000"/></g>'
             )
     out += _fault_marks(scale, report)
+    out += _restore_marks(scale, report)
     out += _axis(scale, start, end)
     out += _legend(report, legend_y)
     out.append("</svg>")
@@ -283,6 +284,20 @@ def _fault_marks(scale: Scale, report: Report) -> list[str]:
             f'<path d="M{x:.1f},{y - 5} L{x + 5:.1f},{y} L{x:.1f},{y + 5} L{x - 5:.1f},{y} Z" fill="{fill}"/>'
             f'<line x1="{x:.1f}" y1="{y + 5}" x2="{x:.1f}" y2="{CYCLE_Y}" stroke="{fill}" '
             'stroke-dasharray="2,2"/></g>'
+        )
+    return out
+
+
+def _restore_marks(scale: Scale, report: Report) -> list[str]:
+    """A green triangle under the cycles where a cycle's ranks resumed from snapshots."""
+    out = []
+    y = CYCLE_Y + CYCLE_H + 4
+    for r in report.snapshot_restores:
+        x = scale.x(r.time)
+        title = f"cycle {r.cycle} resumed from snapshots at step {r.step} ({', '.join(r.sources)})"
+        out.append(
+            f'<g class="snapshot-restore" data-cycle="{r.cycle}"><title>{escape(title)}</title>'
+            f'<path d="M{x:.1f},{y} L{x + 5:.1f},{y + 8} L{x - 5:.1f},{y + 8} Z" fill="#2e7d32"/></g>'
         )
     return out
 
@@ -340,6 +355,12 @@ def _legend(report: Report, y: float) -> list[str]:
             out.append(f'<rect x="{x:.1f}" y="{y2}" width="12" height="12" fill="{fill}"/>')
             out.append(f'<text x="{x + 16:.1f}" y="{y2 + 10}">{escape(name)}</text>')
             x += 28 + 7 * len(name)
+    if report.snapshot_restores:
+        out.append(
+            f'<path d="M{x + 6:.1f},{y2} L{x + 12:.1f},{y2 + 10} L{x:.1f},{y2 + 10} Z" fill="#2e7d32"/>'
+        )
+        out.append(f'<text x="{x + 16:.1f}" y="{y2 + 10}">resumed from snapshots</text>')
+        x += 190
     if report.faults:
         diamond = f"M{x + 6:.1f},{y2} L{x + 12:.1f},{y2 + 6} L{x + 6:.1f},{y2 + 12} L{x:.1f},{y2 + 6} Z"
         out.append(f'<path d="{diamond}" fill="#6a1b9a"/>')

@@ -227,6 +227,20 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         f"(requeues {t.requeues})   cycles: {t.cycles} (restarts {t.restarts})   failures: {t.failures}",
         markup=False,
     )
+    if t.lost_since_snapshot_s is not None:
+        kept = t.lost_work_s - t.lost_since_snapshot_s
+        console.print(
+            f"work lost after the last checkpoint: {seconds(t.lost_work_s)}, of which "
+            f"{seconds(t.lost_since_snapshot_s)} since the last snapshot (the rest, {seconds(kept)}, "
+            "the snapshots kept)",
+            markup=False,
+        )
+    for r in report.snapshot_restores:
+        console.print(
+            f"snapshot restore: cycle {r.cycle} at {when(r.time)} resumed at step {r.step} "
+            f"({', '.join(r.sources)})",
+            markup=False,
+        )
     if report.faults:
         console.print(fault_table(report))
     if report.top_causes:

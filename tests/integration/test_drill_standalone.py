@@ -224,3 +224,35 @@ def procs_state(pid: int) -> str | None:
 
     found = procident.stat(pid)
     return found.state if found else None
+
+
+def test_kill_launcher_takes_the_launcher_its_workers_follow_and_its_snapshot_area_stays_for_the_sweep(
+    run: Run,
+) -> None:
+    wait_until(lambda: training(run, 0), 30, message="cycle 0 training")
+    rec = run.processes_of(0)
+    assert rec is not None
+    mine = f"slurm-ft-snap.{os.getuid()}."
+    area = next(
+        p
+        for p in Path("/dev/shm").glob(f"{mine}*")
+        if (p / "launcher").read_text().split()[0] == str(rec.launcher_pid)
+    )
+    done = drill("--state-dir", str(run.state.path), "kill-launcher")
+    assert done.returncode == 0, done.stderr
+    assert run.proc.wait(timeout=10) == -signal.SIGKILL
+    wait_until(
+        lambda: not procs.pids_with_marker(run.marker), 10, message="the workers died with their launcher"
+    )
+    [doc] = [records.read_json(p) for p in run.state.drills_dir.glob("*.json")]
+    assert doc is not None and (doc["fault"], doc["signal"], doc["pids"]) == (
+        "kill-launcher",
+        "SIGKILL",
+        [rec.launcher_pid],
+    )
+    # Shared memory outlives the launcher: the next launcher's sweep removes it (on this
+    # shared machine another launcher of this user may have swept it already).
+    from slurm_ft.snapshot import area as areas
+
+    areas.sweep(Path("/dev/shm"), os.getuid())
+    assert not area.exists()

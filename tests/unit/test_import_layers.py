@@ -38,6 +38,20 @@ FORBIDDEN = {
     "topology": {"launch", "cli"},
     "launch": {"cli"},
     "logs": {"launch", "cli"},
+    # the snapshot mechanism: the launcher and the worker API use it, never the reverse
+    "integrations": {"launch", "cli", "report", "compat", "progress", "health", "topology", "logs", "drill"},
+    "snapshot": {
+        "launch",
+        "cli",
+        "report",
+        "compat",
+        "progress",
+        "health",
+        "topology",
+        "logs",
+        "drill",
+        "worker",
+    },
 }
 
 

@@ -17,7 +17,9 @@ What is set, in the order it is laid down (a later family never overrides an ear
 * torch's NCCL flight recorder, unless the job sets a variable itself: GPU jobs leave
   their collective traces in the state dir when NCCL times out;
 * NIC affinity (``NCCL_IB_HCA``, ``UCX_NET_DEVICES``) when placement chose NICs, unless
-  the job sets them.
+  the job sets them;
+* snapshots: the node's snapshot area and its cap, and where the launchers persist
+  snapshots (:mod:`slurm_ft.worker` reads them), when snapshots are on.
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ class RankFiles(NamedTuple):
         )
 
 
+class SnapshotEnv(NamedTuple):
+    """The node's snapshot area (made at the launcher's start), its cap, and the persist dir."""
+
+    area: str
+    limit: int
+    persisted: str | None = None
+
+
 class JobEnv(NamedTuple):
     """What the environments of this launcher's workers are made of, whatever the cycle."""
 
@@ -84,6 +94,7 @@ class JobEnv(NamedTuple):
     run_dir: str  # the launcher's private run dir: monitor slots and stack files
     placement: Plan | None = None  # CPU/NUMA binding and NICs of each local rank
     torch_version: tuple[int, int] | None = None  # the workers' torch (None: not found)
+    snapshots: SnapshotEnv | None = None  # None: snapshots off on this node
 
     def files(self, rank: int) -> RankFiles:
         return RankFiles.at(self.run_dir, rank, self.python)
@@ -138,6 +149,11 @@ def launcher_vars(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]
     out.update(flight_recorder_vars(job, cyc.cycle))
     if job.placement is not None:
         out.update(job.placement.ranks[local_rank].nic_env(base))
+    if job.snapshots is not None:
+        out[worker.SNAPSHOT_DIR_ENV] = job.snapshots.area
+        out[worker.SNAPSHOT_LIMIT_ENV] = str(job.snapshots.limit)
+        if job.snapshots.persisted:
+            out[worker.SNAPSHOT_PERSISTED_ENV] = job.snapshots.persisted
     return out
 
 

@@ -152,6 +152,11 @@ class CycleWorkers:
         self.standbys: StandbyPool | None = None  # the next cycle's, started while this one runs
         self._started = time.monotonic()
 
+    @property
+    def ranks(self) -> range:
+        """The global ranks of this node's workers in this cycle."""
+        return self._cfg.topo.ranks
+
     @classmethod
     def start(
         cls,

@@ -1,0 +1,58 @@
+"""The persist child: this node's newest complete snapshots to durable storage.
+
+Run by :mod:`slurm_ft.launch.snapshots.persist` as ``python -m`` with a deadline; it prints
+one JSON line per snapshot (written or not, and why) as it goes, so the launcher knows what
+was persisted even if a later one fails. The tensors are mapped from shared memory, never
+copied first (``reader.load(copy=False)``: the workers are gone, nothing rewrites the slot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _hook(spec: str, cwd: str) -> Callable[[int, int, dict[str, object], str | None], object]:
+    module, _, function = spec.partition(":")
+    sys.path.insert(0, cwd)
+    found: Callable[[int, int, dict[str, object], str | None], object] = getattr(
+        importlib.import_module(module), function
+    )
+    return found
+
+
+def _say(rank: int, replicated: bool, step: int, **what: object) -> None:
+    print(json.dumps({"rank": rank, "replicated": replicated, "step": step, **what}), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="slurm_ft.launch.snapshots.persist_child")
+    ap.add_argument("--area", required=True)
+    ap.add_argument("--cwd", required=True)
+    ap.add_argument("--dir")
+    ap.add_argument("--hook")
+    ns = ap.parse_args(argv)
+    from slurm_ft.snapshot import persisted, reader
+
+    hook = _hook(ns.hook, ns.cwd) if ns.hook else None
+    for info in reader.describe(Path(ns.area)):
+        try:
+            state = reader.load(info, copy=False)
+            if hook is not None:
+                hook(info.rank, info.step, state, ns.dir)
+                where = ns.hook
+            else:
+                where = str(persisted.save(Path(ns.dir), info, state))
+        except Exception as exc:  # one snapshot's failure is said, the others still written
+            _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
+            continue
+        _say(info.rank, info.replicated, info.step, ok=True, where=where)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

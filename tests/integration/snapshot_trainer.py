@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""A torch trainer that snapshots its state every step, for the snapshot tests.
+
+Each rank trains its own small model with Adam (its state is its own shard: no
+collectives, so a fault of one rank is all a test needs to stage). After every optimizer
+step it logs the step and a hash of its parameters and optimizer state, then hands that
+state to ``worker.snapshot``; on start it restores the newest snapshot (else its own disk
+checkpoint, taken every ``--ckpt-every`` steps) and logs where it resumed from with the
+hash of what it restored. The tests compare that hash with the one logged at the step it
+resumed at. In the first cycle, a chosen rank can be SIGKILLed or hang (it stops calling
+``worker.heartbeat``) after a chosen step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import time
+
+import torch
+
+from slurm_ft import worker
+
+
+def _log(path: str, doc: dict) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(doc) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _hash(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().contiguous().numpy().tobytes())
+    for index, state in sorted(opt.state_dict()["state"].items()):
+        for key, value in sorted(state.items()):
+            h.update(f"{index}.{key}".encode())
+            h.update(
+                value.detach().contiguous().numpy().tobytes()
+                if torch.is_tensor(value)
+                else repr(value).encode()
+            )
+    return h.hexdigest()[:16]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--step-time", type=float, default=0.05)
+    p.add_argument("--ckpt-every", type=int, default=10)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--fault", choices=("none", "kill", "hang"), default="none")
+    p.add_argument("--fault-rank", type=int, default=0)
+    p.add_argument("--fault-step", type=int, default=5)
+    a = p.parse_args()
+
+    rank = int(os.environ["RANK"])
+    cycle = int(os.environ.get("SLURM_FT_CYCLE", "0"))
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    log = os.path.join(a.out, f"rank{rank}.jsonl")
+    ckpt = os.path.join(a.out, f"ckpt-rank{rank}.pt")
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
+    torch.manual_seed(1000 + rank)
+    model = torch.nn.Linear(a.width, a.width)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    step, source = 0, "none"
+    restored = worker.restore_snapshot()
+    if restored is not None:
+        model.load_state_dict(restored.state["model"])  # type: ignore[arg-type]
+        opt.load_state_dict(restored.state["opt"])  # type: ignore[arg-type]
+        step, source = restored.step, restored.source
+    elif os.path.exists(ckpt):
+        doc = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(doc["model"])
+        opt.load_state_dict(doc["opt"])
+        step, source = doc["step"], "checkpoint"
+    _log(log, {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": _hash(model, opt)})
+
+    while step < a.steps:
+        step += 1
+        gen = torch.Generator().manual_seed(step * 1000 + rank)
+        x = torch.randn(16, a.width, generator=gen)
+        loss = ((model(x) - x.flip(1)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": _hash(model, opt)})
+        kept = worker.snapshot(step, {"model": model.state_dict(), "opt": opt.state_dict()})
+        if not kept:
+            _log(log, {"event": "refused", "cycle": cycle, "step": step})
+        if step % a.ckpt_every == 0:
+            torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)
+        worker.heartbeat()
+        if restart == 0 and rank == a.fault_rank and step == a.fault_step and a.fault != "none":
+            _log(log, {"event": a.fault, "cycle": cycle, "step": step})
+            if a.fault == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            while True:  # hang: no heartbeat, no output
+                time.sleep(1)
+        time.sleep(a.step_time)
+    _log(log, {"event": "done", "cycle": cycle, "step": step})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
