@@ -168,7 +168,7 @@ class Session:
         p = self.settings.placement
         area = self.settings.area
         if self.settings.resume_step is not None and self.settings.resume_step < 0:
-            return None  # the launcher resumes this cycle from elsewhere (a checkpoint)
+            return None  # a step below 0: the launcher resumes this cycle from elsewhere
         if self.settings.resume_step is not None:
             # the launcher's choice, from either slot: every rank resumes from the same step
             candidates = [
@@ -202,13 +202,13 @@ class Session:
             return None
         # another local rank writes the node's replicated copy: its pages are never lent
         copy = copy or (best.replicated and p.local_rank != 0)
+        if not copy:
+            self._writer(best.key).lend(best.path)  # a harmless new file if the load fails
         try:
             state = reader.load(best, copy=copy)
         except reader.Torn as exc:
             self.say_once("torn", f"not restored: {where} of step {best.step}: {exc}")
             return None
-        if not copy:
-            self._writer(best.key).lend(best.path)
         return Loaded(best.step, state, best.header.origin.word)
 
 
