@@ -16,6 +16,9 @@ import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_ft.snapshot.layout import REPLICATED
+from slurm_ft.snapshot.layout import rank_key as shard_key
+
 
 class Via(enum.Enum):
     """How a node gets one key's state at the chosen step."""
@@ -92,3 +95,21 @@ def says(plan_: Plan, node: int) -> str:
         where = s.via.value if s.via is not Via.PEER else f"node {s.node}'s memory"
         parts.append(f"{s.key} from {where}")
     return f"snapshots: the cycle resumes at step {plan_.step}: {'; '.join(parts) or 'nothing needed here'}"
+
+
+def needs_of(
+    held: Mapping[int, Mapping[str, Collection[int]]], active: Sequence[int], nproc_per_node: int
+) -> dict[int, list[str]] | None:
+    """The keys each active launcher's workers restore (``active``: the launcher of each
+    node rank): the node's replicated copy where the trainer snapshots replicated state,
+    else one shard per global rank; None when no node holds any snapshot (a first cycle,
+    a requeued attempt: nothing to plan)."""
+    keys = {key for holding in held.values() for key in holding if holding[key]}
+    if not keys:
+        return None
+    if REPLICATED in keys:
+        return {launcher: [REPLICATED] for launcher in active}
+    return {
+        launcher: [shard_key(slot * nproc_per_node + local) for local in range(nproc_per_node)]
+        for slot, launcher in enumerate(active)
+    }
