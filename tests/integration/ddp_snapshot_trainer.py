@@ -47,6 +47,7 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--step-time", type=float, default=0.1)
+    p.add_argument("--sharded", action="store_true", help="each rank keeps a state of its own as well")
     a = p.parse_args()
     rank = int(os.environ["RANK"])
     cycle = int(os.environ.get("SLURM_FT_CYCLE", "0"))
@@ -56,13 +57,22 @@ def main() -> int:
     torch.manual_seed(0)
     model = nn.Linear(16, 16)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    own = torch.zeros(16)  # a shard: what only this rank holds (the sum of its own inputs)
     step, source = 0, "none"
     restored = worker.restore_snapshot()
     if restored is not None:
         model.load_state_dict(restored.state["model"])  # type: ignore[arg-type]
         opt.load_state_dict(restored.state["opt"])  # type: ignore[arg-type]
+        if a.sharded:
+            own = restored.state["own"]  # type: ignore[assignment]
         step, source = restored.step, restored.source
-    _log(log, {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": _hash(model, opt)})
+
+    def digest() -> str:
+        return _hash(model, opt) + (
+            hashlib.sha256(own.numpy().tobytes()).hexdigest()[:8] if a.sharded else ""
+        )
+
+    _log(log, {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": digest()})
     ddp = DistributedDataParallel(model)
     while step < a.steps:
         step += 1
@@ -71,8 +81,10 @@ def main() -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        worker.snapshot(step, {"model": model.state_dict(), "opt": opt.state_dict()}, replicated=True)
-        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": _hash(model, opt)})
+        own = own + x.sum(0)
+        state = {"model": model.state_dict(), "opt": opt.state_dict(), **({"own": own} if a.sharded else {})}
+        worker.snapshot(step, state, replicated=not a.sharded)
+        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": digest()})
         worker.heartbeat()
         time.sleep(a.step_time)
     _log(log, {"event": "done", "cycle": cycle, "step": step})

@@ -85,3 +85,46 @@ def test_the_spare_resumes_from_a_surviving_nodes_snapshot_of_the_lost_nodes_ste
         job.assert_no_orphans(timeout=10)
     finally:
         job.kill()
+
+
+@pytest.mark.timeout(170)
+def test_with_replicas_a_lost_nodes_shard_comes_back_from_the_next_node_in_the_ring(tmp_path):
+    (tmp_path / "out").mkdir()
+    args = [*BASE, "--snapshot-replicas", "1"]
+    work = [str(TRAINER), "--out", str(tmp_path / "out"), "--steps", "24", "--step-time", "0.4", "--sharded"]
+    job = SimJob(tmp_path, 3, args, work, job_id="44010")
+    job.extra_env.update(FAST)
+    job.start()
+    try:
+        wait_until(
+            lambda: any(e["event"] == "step" and e["step"] >= 5 for e in events(tmp_path, 1)),
+            90,
+            message="five steps\n" + job.dump(),
+        )
+        for pid in node_pids(job, 1):
+            os.kill(pid, signal.SIGKILL)
+        assert [job.node(n).proc.wait(150) for n in (0, 2)] == [0, 0], job.dump()
+        before = {
+            (r, e["step"]): e["hash"]
+            for r in (0, 1)
+            for e in events(tmp_path, r)
+            if e["event"] == "step" and e["cycle"] == 0
+        }
+        resumes = [
+            next(e for e in events(tmp_path, r) if e["event"] == "resume" and e["cycle"] == 1) for r in (0, 1)
+        ]
+        step = resumes[0]["step"]
+        assert step >= 4 and resumes[1]["step"] == step, resumes
+        assert [r["hash"] for r in resumes] == [before[(0, step)], before[(1, step)]], resumes
+        assert before[(0, step)] != before[(1, step)]  # the shards differ: only the replica had rank 1's
+        assert [r["source"] for r in resumes] == ["memory", "replica"], resumes
+        spare = job.node(2).err()
+        assert f"snapshots: the cycle resumes at step {step}: rank-00001 from node 0's memory" in spare
+        assert re.search(rf"snapshots: rank-00001 of step {step} fetched from node 0 \(replica\)", spare), (
+            spare
+        )
+        assert f"resumed rank 1 from replica at step {step}" in spare
+        assert "keeping its shards' replicas on the next node" in job.node(0).err()
+        job.assert_no_orphans(timeout=10)
+    finally:
+        job.kill()

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 LOCK_WAIT_S = 10.0
 FETCH_TIMEOUT_S = 30.0
-REPLICA_POLL_S = 0.2
+REPLICA_POLL_S = 0.05  # a new snapshot's replica leaves within this: its lag is what a lost node costs
 
 
 @dataclass(frozen=True)
@@ -189,11 +189,10 @@ class LostNodes:
         """Before this node's workers start: its keys at the cycle's step in its memory.
         None when they are (or nothing is held anywhere); else the failure to publish."""
         planned = self.plan(published, active, nproc_per_node)
+        target = sources.replica_target(self.me, active)
+        theirs = Holdings.decode(published.get(target) or "") if target is not None else None
         with self._target_lock:
-            target = sources.replica_target(self.me, active)
-            self._target = None
-            if target is not None and planned is not None and target in planned[1]:
-                self._target = planned[1][target].address
+            self._target = theirs.address if theirs is not None and self.replicas > 0 else None
         if planned is None or not _acts(*planned):
             return None
         chosen, found = planned
