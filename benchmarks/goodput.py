@@ -187,9 +187,10 @@ _STEP_OF = re.compile(r" step (\d+)")
 
 
 def _persisted_step(state: StateDir, steps: list[tl.Step], deadline: float) -> int:
-    """The step every rank's persisted snapshot holds after the job's end (the launchers
-    persist on the cancel's SIGTERM), no further than the trainer got by the deadline; 0:
-    none. Read from the launchers' persist records."""
+    """The newest step a node persisted after the job's end (the launchers persist on the
+    cancel's SIGTERM; the trainer's state is replicated, so one node's copy is the job's),
+    no further than the trainer got by the deadline; 0: none. Read from the launchers'
+    persist records (a node's record counts only when it persisted everything it held)."""
     reached = max((s.step for s in steps if s.t <= deadline), default=0)
     newest = 0
     for path in state.snapshots_dir.glob("persisted-attempt*.json"):

@@ -340,9 +340,8 @@ class RankResume:
 class NodeSnapshots:
     """``snapshots/cycle<N>/<node>.json``, written by every launcher that ran workers in cycle
     N: where each of its ranks resumed from (what the workers' restore said; a rank that
-    never asked resumed from nothing), the newest snapshot the node held when the cycle
-    ended, and why snapshots stopped, if they did (the cap reached). Each node writes only
-    its own file: a node's memory is its own."""
+    never asked resumed from nothing) and the newest snapshot the node held when the cycle
+    ended. Each node writes only its own file: a node's memory is its own."""
 
     cycle: int
     node: str
@@ -351,8 +350,6 @@ class NodeSnapshots:
     time: float
     resumed: list[JsonDict] = field(default_factory=list)  # RankResume.to_json, one per rank
     newest_step: int | None = None  # the newest complete snapshot at the cycle's end
-    newest_time: float | None = None  # when it was taken (wall clock), if known
-    refused: list[str] = field(default_factory=list)  # "rank 3: over the cap (...)"
     version: int = RECORD_VERSION
 
     def to_json(self) -> JsonDict:

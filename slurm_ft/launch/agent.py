@@ -326,14 +326,17 @@ class Agent:
     def _snapshot_books(self, cycle: int, workers: CycleWorkers) -> None:
         """After a cycle's workers are gone: where its ranks here resumed from (one launcher
         line) and the node's newest snapshot, for the records and the report."""
-        resumed = self.snapshots.resumed(workers.ranks, cycle)  # before the next cycle's workers restore
-        self.books.defer(partial(self._snapshot_record, cycle, resumed))
+        resumed, asked = self.snapshots.resumed(workers.ranks, cycle)  # before the next cycle's restore
+        self.books.defer(partial(self._snapshot_record, cycle, resumed, asked))
 
-    def _snapshot_record(self, cycle: int, resumed: list[RankResume]) -> None:
-        """Off the restart's critical path: the node's newest snapshot, the line, the record."""
+    def _snapshot_record(self, cycle: int, resumed: list[RankResume], asked: bool) -> None:
+        """Off the restart's critical path: the node's newest snapshot, the lines, the record."""
         job = self.cfg.job
         rec = self.snapshots.cycle_record(cycle, job.node_name, job.node_rank, self.run.run_uuid, resumed)
         self.ev.event(self.snapshots.resumed_line(rec))
+        stalled = self.snapshots.stalled_line(rec, asked)
+        if stalled is not None:
+            self.ev.event(stalled)
         self.books.node_snapshots(rec)
 
     # ------------------------------------------------------------------ endings

@@ -88,6 +88,7 @@ def lead(
     *,
     clock: Callable[[], float],
     given: EpochStore | None = None,
+    snapshot_step: Callable[[], int | None] | None = None,
 ) -> Led:
     """The successor: the next epoch's store (the first free port of the job's sequence on
     this host) and the coordinator's role, with the lost host's memory restored."""
@@ -99,7 +100,7 @@ def lead(
             succession.publish_port(cfg.state.succession_port(cfg.run_id, keys.epoch), client.port)
         except OSError as exc:
             events.event(f"could not note the store's port for the followers ({exc}); they scan for it")
-    coordinator = Coordinator(cfg, client, books, events, clock=clock)
+    coordinator = Coordinator(cfg, client, books, events, clock=clock, snapshot_step=snapshot_step)
     coordinator.take_over(base, last, lost_host)
     books.is_node0 = True
     return Led(client, coordinator, base)

@@ -37,6 +37,7 @@ from slurm_ft.records import CycleOutcome, Failure, FailureKind, SuccessionClaim
 
 if TYPE_CHECKING:  # the handover (and the fence under it) loads when a store host is lost
     from slurm_ft.launch.handover import EpochStore, FenceJob
+    from slurm_ft.launch.snapshots.node import NodeSnapshots
 
 SUCCESSION_TURN_MIN_S = 2.0  # the least time a candidate gives the one before it to claim
 HANDOVER_GRACE_S = 5.0  # a frozen store's watchdog waits this long past the operation timeout
@@ -60,6 +61,7 @@ class Launcher(Protocol):
     sealer: Sealer
     threads: BackgroundSet
     workers: CycleWorkers | None
+    snapshots: NodeSnapshots
     unhealthy: str | None
     next_index: int
 
@@ -207,7 +209,7 @@ class StoreHostLoss:
         base = Base(run.first_cycle, run.run_uuid, keys.epoch, cfg.job.node_rank, j)
         led = handover.lead(
             cfg, keys, a.sealer, self.books, self.ev, base, last, lost_host,
-            clock=self.clock, given=self.epoch_store,
+            clock=self.clock, given=self.epoch_store, snapshot_step=a.snapshots.newest_step,
         )  # fmt: skip
         a.client, a.coordinator = led.client, led.coordinator
         cycles = [c for c in range(last.cycle, last.cycle - 3, -1) if c >= run.first_cycle]

@@ -29,6 +29,7 @@ Path(sys.argv[1], "env-rank" + os.environ["RANK"] + ".json").write_text(json.dum
 # builder's placeholder, the workers the real value. Everything else must be equal.
 MASTER_PORT_PLACEHOLDER = "<chosen by node 0 each cycle>"
 RUN_DIR_PLACEHOLDER = "<private run dir, made at start>"
+SNAPSHOT_AREA_PLACEHOLDER = "<snapshot area in /dev/shm, made at start>"
 PER_RUN = {
     "MASTER_PORT": "node 0 chooses a free port for every cycle",
     "SLURM_FT_WORKER_MONITOR": "the monitor slot, in the launcher's private run dir (made at start)",
@@ -63,6 +64,9 @@ def assert_same_environment(
     for key in sorted(shown):
         if key == "MASTER_PORT":
             assert shown[key] == MASTER_PORT_PLACEHOLDER and real[key].isdigit(), (key, shown[key], real[key])
+        elif key == "SLURM_FT_SNAPSHOT_DIR":  # the node's snapshot area, made at the launcher's start
+            assert shown[key] == SNAPSHOT_AREA_PLACEHOLDER, shown[key]
+            assert real[key].startswith("/dev/shm/slurm-ft-snap."), real[key]
         elif key in PER_RUN:
             placeholder, _, tail = shown[key].partition("/")
             assert placeholder == RUN_DIR_PLACEHOLDER and real[key].endswith("/" + tail), (

@@ -187,6 +187,7 @@ def test_memory_cap_refuses_the_snapshot_and_training_goes_on(tmp_path):
         err = job.node(0).err()
         assert "snapshots: up to 64.0 KiB on this node in /dev/shm (--snapshot-memory)" in err
         assert err.count("slurm-ft snapshot: step 1 not kept") == 2  # once by each cycle's worker
+        assert "cycle 0: no new snapshot kept on this node (newest: none)" in err
     finally:
         job.kill()
 
@@ -207,3 +208,58 @@ def test_shared_memory_too_small_is_said_at_start_in_one_line(tmp_path):
         assert "less than the 100000.0 GiB snapshots may use on this node" in lines[0]
     finally:
         job.kill()
+
+
+HOOK = """
+import json, os, time
+
+def save(rank, step, state, directory):
+    with open(os.path.join(directory, f"hooked-{rank}.json"), "w") as fh:
+        json.dump({"rank": rank, "step": step, "keys": sorted(state)}, fh)
+
+def stuck(rank, step, state, directory):
+    time.sleep(3600)  # a dead mount: the launcher must not wait for it
+"""
+
+
+@pytest.mark.timeout(180)
+def test_the_persist_hook_gets_each_snapshot_and_a_stuck_one_is_abandoned_and_said(tmp_path):
+    (tmp_path / "persisthook.py").write_text(HOOK)
+    out = tmp_path / "hooked"
+    out.mkdir()
+    work = trainer(tmp_path, "--steps", "3")
+    args = [*BASE, "--max-restarts", "0", "--snapshot-persist-dir", str(out)]
+    job = SimJob(
+        tmp_path, 1, [*args, "--snapshot-persist-hook", "persisthook:save"], work, job_id="43006"
+    ).start()
+    try:
+        assert job.wait(90) == [0], job.dump()
+        assert json.loads((out / "hooked-0.json").read_text()) == {
+            "rank": 0,
+            "step": 3,
+            "keys": ["model", "opt"],
+        }
+        assert job.outcome()["snapshots_persisted"] == ["rank 0 step 3 -> persisthook:save"]
+    finally:
+        job.kill()
+
+    stuck = SimJob(
+        tmp_path / "stuck",
+        1,
+        [*args, "--snapshot-persist-hook", "persisthook:stuck", "--snapshot-persist-timeout", "4"],
+        trainer(tmp_path / "stuck", "--steps", "3"),
+        job_id="43007",
+    )
+    (tmp_path / "stuck").mkdir(exist_ok=True)
+    (tmp_path / "stuck" / "persisthook.py").write_text(HOOK)
+    stuck.start()
+    try:
+        assert stuck.wait(90) == [0], stuck.dump()
+        said = stuck.outcome()["snapshots_not_persisted"]
+        assert said == ["rank 0 step 3: persisting took longer than 4 s (stopped)"], said
+        assert (
+            "not persisted: rank 0 step 3: persisting took longer than 4 s (stopped)" in stuck.node(0).err()
+        )
+        stuck.assert_no_orphans()
+    finally:
+        stuck.kill()

@@ -48,10 +48,10 @@ def test_preemption_persists_the_snapshot_and_the_requeued_attempt_resumes_from_
     )
     job = slurm_cluster.sbatch(work / "train_requeue.sbatch", "--nodes=2", env=env)
     wait_until(
-        lambda: any(e["event"] == "step" and e["step"] >= 8 for e in events(out, 0)),
+        lambda: all(any(e["event"] == "step" and e["step"] >= 8 for e in events(out, r)) for r in (0, 1)),
         150,
         interval=0.3,
-        message="rank 0 past step 8",
+        message="both ranks past step 8",
     )
     subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
     fields = slurm_cluster.wait_final(job, timeout=240)

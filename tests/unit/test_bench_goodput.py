@@ -62,3 +62,37 @@ def test_the_picture_has_one_row_per_run_and_a_mark_per_fault() -> None:
     picture = tl.svg([("slurm-ft", segs, faults, 0.0, 30.0), ("torchrun", segs, [], 0.0, 30.0)])
     assert picture.count('data-run="slurm-ft"') == 5 and picture.count('data-run="torchrun"') == 5
     assert picture.count('class="fault"') == 1 and "cost 8.5 s" in picture
+
+
+def test_the_realistic_schedule_checkpoints_every_120_s_at_the_trainers_pace() -> None:
+    import argparse
+
+    from benchmarks.goodput import apply_realistic
+
+    a = argparse.Namespace(step_time=0.2, ckpt_every=25, every=90.0, duration=300.0)  # as parsed
+    apply_realistic(a, ["--schedule", "realistic", "--every=90"])
+    assert (a.ckpt_every, a.every, a.duration) == (600, 90.0, 1200.0)  # --every was given
+
+
+def test_steps_kept_by_a_persisted_snapshot_are_what_every_rank_persisted_before_the_deadline(
+    tmp_path,
+) -> None:
+    from benchmarks.goodput import _persisted_step
+    from slurm_ft import records
+    from slurm_ft.statedir import StateDir
+
+    state = StateDir(tmp_path)
+    for node, step in (("node1", 1137), ("node2", 1136)):
+        rec = records.SnapshotsPersisted(
+            attempt=0,
+            node=node,
+            node_rank=0,
+            run_uuid="u",
+            time=0.0,
+            why="signal SIGTERM",
+            persisted=[f"the node's replicated copy (rank 0) step {step} -> /p/replicated.pt"],
+        )
+        records.write(state.snapshots_persisted(0, node), rec)
+    steps = [Step(float(t), t) for t in range(1, 1200)]
+    assert _persisted_step(state, steps, deadline=2000.0) == 1137
+    assert _persisted_step(state, steps, deadline=1100.0) == 1100  # no further than reached by then

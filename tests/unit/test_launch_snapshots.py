@@ -181,3 +181,17 @@ def test_the_timeline_shows_the_cycles_that_resumed_from_snapshots():
     assert [(r.cycle, r.time, r.step, r.sources) for r in restores] == [
         (1, 100.0, 40, ("memory x3", "none x1"))
     ]
+
+
+def test_a_cycle_whose_workers_kept_no_new_snapshot_is_said():
+    rec = NodeSnapshotsRecord(
+        cycle=4, node="n", node_rank=0, run_uuid="u", time=0.0,
+        resumed=[{"rank": 0, "source": "memory", "step": 50}], newest_step=50,
+    )  # fmt: skip
+    assert NodeSnapshots.stalled_line(rec, asked=True) == (
+        "cycle 4: no new snapshot kept on this node (newest: step 50); "
+        "a refusal, if any, is in the workers' stderr (slurm-ft snapshot: ...)"
+    )
+    assert NodeSnapshots.stalled_line(rec, asked=False) is None  # a trainer without snapshots
+    moved = dataclasses.replace(rec, newest_step=61)
+    assert NodeSnapshots.stalled_line(moved, asked=True) is None

@@ -51,10 +51,9 @@ def node_memory(shm: Path = SHM, meminfo: Path = MEMINFO) -> NodeMemory:
 
 
 class Newest(NamedTuple):
-    """The newest complete snapshot the node holds: its step and when it was taken."""
+    """The newest complete snapshot the node holds."""
 
     step: int
-    time: float | None = None
 
 
 class NodeSnapshots:
@@ -143,15 +142,17 @@ class NodeSnapshots:
 
     # ------------------------------------------------------------------ after a cycle
 
-    def resumed(self, ranks: range, cycle: int) -> list[RankResume]:
+    def resumed(self, ranks: range, cycle: int) -> tuple[list[RankResume], bool]:
         """Where each of ``ranks`` resumed from in ``cycle``, as its restore call said
         (``restored-rank-RRRRR.json`` in the area, written by
-        ``worker.restore_snapshot``); a rank that never asked resumed from nothing."""
-        out = []
+        ``worker.restore_snapshot``; a rank that never asked resumed from nothing), and
+        whether any rank asked (its workers use snapshots)."""
+        out, asked = [], False
         for rank in ranks:
             found = self._restore_note(rank, cycle)
+            asked = asked or found is not None
             out.append(found or RankResume(rank, SnapshotSource.NONE))
-        return out
+        return out, asked
 
     def _restore_note(self, rank: int, cycle: int) -> RankResume | None:
         if self.path is None:
@@ -193,7 +194,6 @@ class NodeSnapshots:
             time=time.time(),
             resumed=[r.to_json() for r in resumed],
             newest_step=newest.step if newest else None,
-            newest_time=newest.time if newest else None,
         )
 
     @staticmethod
@@ -210,6 +210,24 @@ class NodeSnapshots:
         newest = "none" if rec.newest_step is None else f"step {rec.newest_step}"
         resumed = "; ".join(parts) or "no ranks"
         return f"cycle {rec.cycle}: resumed {resumed}; newest snapshot here at its end: {newest}"
+
+    @staticmethod
+    def stalled_line(rec: records.NodeSnapshots, asked: bool) -> str | None:
+        """When the node's workers use snapshots (``asked``: they called restore) but kept
+        none newer than what they resumed from in the cycle: the cap reached, ``/dev/shm``
+        full, a refused placement, or a cycle that failed before its first snapshot. The
+        workers' own line (``slurm-ft snapshot: ... not kept``) says which."""
+        if not asked:
+            return None
+        steps = [RankResume.from_json(doc).step for doc in rec.resumed]
+        base = max((step for step in steps if step is not None), default=None)
+        if rec.newest_step is not None and (base is None or rec.newest_step > base):
+            return None
+        have = "none" if rec.newest_step is None else f"step {rec.newest_step}"
+        return (
+            f"cycle {rec.cycle}: no new snapshot kept on this node (newest: {have}); "
+            "a refusal, if any, is in the workers' stderr (slurm-ft snapshot: ...)"
+        )
 
     # ------------------------------------------------------------------ the way out
 
