@@ -231,3 +231,41 @@ def test_a_transfer_without_the_job_secret_is_refused_both_ways(
         err.count("snapshots: refused a transfer from 127.0.0.1: not authenticated with this job's secret")
         == 2
     )
+
+
+def test_a_launcher_whose_only_holder_dies_mid_transfer_says_the_checkpoint_and_keeps_no_snapshot(
+    tmp_path: Path, trainers: list[Trainer], nodes: list[Node]
+) -> None:
+    from slurm_ft.launch.snapshots.lostnode import Holdings, LostNodes
+
+    one, spare = _area(tmp_path, "n1"), _area(tmp_path, "spare")
+    t = start(trainers, one, rank=0, world=2, cycle=1, mib=4)
+    assert [t.ask(f"snap {s} replicated") for s in (6, 7)] == ["snap 6 True", "snap 7 True"]
+    t.finish()
+    holder = Node(one, "--die-mid-send")
+    nodes.append(holder)
+    lines: list[str] = []
+    me = LostNodes(spare, SECRET, 2, "127.0.0.1", limit=None, event=lines.append)
+    try:
+        published = {
+            0: None,  # node 0 was lost: it published nothing
+            1: Holdings(holder.address, reader.held_steps(one)).encode(),
+            2: me.holdings().encode(),
+        }
+        failed = me.prepare(published, (2, 1), 1)
+    finally:
+        me.close()
+    assert lines[0] == "snapshots: the cycle resumes at step 7: replicated from node 1's memory"
+    assert lines[1].startswith(
+        "snapshots: replicated of step 7 not fetched from node 1: the copy of replicated"
+    )
+    assert failed is not None and failed.startswith("snapshots: no surviving copy of replicated at step 7")
+    assert failed.endswith(
+        "this node's ranks start from the checkpoint and the cycle ends "
+        "so the next one plans without the lost holder"
+    )
+    assert reader.describe(spare) == []
+    assert Holdings.decode("not json") is None and Holdings.decode('{"address": "x", "held": {}}') is None
+    assert Holdings.decode(
+        '{"address": null, "held": {"rank-00001": [3, "x"], "replicated": [2]}}'
+    ) == Holdings(None, {"replicated": [2]})
