@@ -241,6 +241,7 @@ class LostNodes:
     def _push_loop(self) -> None:
         """Each new complete snapshot of this node's shards, to the ring's next node."""
         pushed: dict[str, int] = {}
+        peer.lowest_priority()
         while not self._stop.wait(REPLICA_POLL_S):
             with self._target_lock:
                 target = self._target

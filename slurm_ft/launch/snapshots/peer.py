@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import socket
 import struct
@@ -201,6 +202,7 @@ class PeerServer:
         self._send(found[0], cast(BinaryIO, f))
 
     def _take(self, f: Duplex, who: str) -> None:
+        lowest_priority()  # a replica arriving must not slow this node's own trainer
         try:
             info = ship.receive(
                 self.area, f, origin=layout.Origin.REPLICA, max_size=self.max_size, limit=self.limit
@@ -210,6 +212,13 @@ class PeerServer:
                 _say(f, b"FAIL", str(exc))
             raise PeerError(f"the replica from {who} was not kept: {exc}") from None
         _say(f, b"KEPT", f"{info.key} {info.step}")
+
+
+def lowest_priority() -> None:
+    """The calling thread yields the CPU to everything else on the node (nice 19, this
+    thread only): replicas are background work, the trainer's step rate is not."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _open(
