@@ -391,7 +391,12 @@ class Agent:
         self.books.io.timeout = min(self.books.io.timeout, max(0.1, budget))
         with contextlib.suppress(OSError):
             self.books.flush()
-        self._persist_snapshots(way_out.ending)
+        # Node 0 (or a peer that writes the outcome itself) persists before the outcome
+        # record, which says what could not be; the other peers after their last word with
+        # node 0, which may leave meanwhile (see the end).
+        persists_last = self.coordinator is None and not way_out.ends_step
+        if not persists_last:
+            self._persist_snapshots(way_out.ending)
         if way_out.ends_step:  # node 0 writes nothing any more: this peer's view is the outcome
             self.books.node0_lost(self.run, way_out.ending, budget)
         if self.coordinator is not None:
@@ -414,6 +419,10 @@ class Agent:
         elif way_out.ack and self.client is not None:
             with contextlib.suppress(StoreLost):
                 self.client.ack(self.cfg.job.node_rank)
+        if persists_last and self.snapshots.persists:
+            self.threads.stop()  # node 0 leaving now is no store loss: nothing may kill the persist
+            self._persist_snapshots(way_out.ending)
+            self.books.io.settle(budget)
         return way_out.ending
 
     def _persist_snapshots(self, ending: Ending) -> None:

@@ -28,6 +28,12 @@ SHM = Path("/dev/shm")
 BASE = ["--nproc-per-node", "1", "--health-checks", "none", "--monitor-interval", "0.05", "--preload", "none"]
 
 
+def unique(job: str) -> str:
+    """A job id of this test run alone: the areas are named by job and node, and other
+    runs of these tests may share the machine (and its /dev/shm)."""
+    return f"{job}{os.getpid()}"
+
+
 def trainer(tmp: Path, *extra: str) -> list[str]:
     (tmp / "out").mkdir(parents=True, exist_ok=True)
     return [str(TRAINER), "--out", str(tmp / "out"), *extra]
@@ -67,7 +73,7 @@ def test_worker_sigkill_resumes_every_rank_from_memory_at_that_steps_state(tmp_p
         2,
         [*BASE, "--max-restarts", "2"],
         trainer(tmp_path, "--steps", "14", "--fault", "kill", "--fault-rank", "1", "--fault-step", "6"),
-        job_id="43001",
+        job_id=unique("43001"),
     ).start()
     try:
         assert job.wait(150) == [0, 0], job.dump()
@@ -96,7 +102,7 @@ def test_hung_rank_resumes_from_memory_at_that_steps_state(tmp_path):
         2,
         [*BASE, "--max-restarts", "2", "--rank-heartbeat-timeout", "3"],
         trainer(tmp_path, "--steps", "14", "--fault", "hang", "--fault-rank", "0", "--fault-step", "5"),
-        job_id="43002",
+        job_id=unique("43002"),
     ).start()
     try:
         assert job.wait(150) == [0, 0], job.dump()
@@ -119,7 +125,7 @@ def test_sigkilled_launchers_area_is_swept_and_its_rank_goes_on_from_its_checkpo
     persist = tmp_path / "persisted"
     args = [*BASE, "--max-restarts", "2", "--snapshot-persist-dir", str(persist)]
     work = trainer(tmp_path, "--steps", "30", "--ckpt-every", "4", "--step-time", "0.15")
-    job = SimJob(tmp_path, 2, args, work, job_id="43003").start()
+    job = SimJob(tmp_path, 2, args, work, job_id=unique("43003")).start()
     try:
         wait_until(
             lambda: [e for e in events(tmp_path, 1) if e["event"] == "step" and e["step"] >= 6],
@@ -131,24 +137,29 @@ def test_sigkilled_launchers_area_is_swept_and_its_rank_goes_on_from_its_checkpo
         os.kill(job.node(1).proc.pid, signal.SIGKILL)
         assert job.node(0).proc.wait(30) == 1
         job.node(1).proc.wait(5)
-        assert [p.name for p in areas(job)] == [p.name for p in left if p.name.endswith(".n1")], (
-            "the SIGKILLed launcher's area stays until a launcher starts again on the node"
-        )
+        # The SIGKILLed launcher's area stays until a launcher of this user starts on the
+        # node (on this shared machine that may be anyone's, at any moment): not checked here.
         persisted = json.loads((job.state / "snapshots" / "persisted-attempt0-node0.json").read_text())
         assert persisted["persisted"] and persisted["persisted"][0].startswith("rank 0 step ")
         assert job.outcome()["snapshots_persisted"] == persisted["persisted"]
 
         # The requeued attempt: its launchers sweep the dead launcher's area, nothing else.
-        again = SimJob(tmp_path, 2, args, work, job_id="43003", attempt=1, marker=job.marker).start()
+        again = SimJob(tmp_path, 2, args, work, job_id=unique("43003"), attempt=1, marker=job.marker).start()
         assert again.wait(150) == [0, 0], again.dump()
-        assert "removed 1 area(s) left by ended launchers" in again.node(0).err() + again.node(1).err()
         assert live.exists()
         resumes = {r: [e for e in events(tmp_path, r) if e["event"] == "resume"][-1] for r in (0, 1)}
+        # The new node-1 area has the dead one's name: had it not been swept (by these
+        # launchers or any other of this user), it would have been adopted and rank 1
+        # would have resumed from the dead launcher's memory.
         assert resumes[1]["source"] == "checkpoint" and resumes[1]["step"] % 4 == 0, resumes
         persisted_step = int(persisted["persisted"][0].split()[3])
         assert assert_resumed_truly(tmp_path, 0, resumes[0]["cycle"], "persisted")["step"] == persisted_step
         assert finished(tmp_path, 0, 30) and finished(tmp_path, 1, 30)
         assert not areas(job)
+        # Node 1 (a peer) persisted at the end, though node 0 may have left meanwhile; node 0
+        # resumed at the last step and took no snapshot: it had nothing to persist.
+        doc = json.loads((job.state / "snapshots" / "persisted-attempt1-node1.json").read_text())
+        assert doc["why"] == "training finished" and not doc["not_persisted"], doc
     finally:
         job.kill()
         from slurm_ft import privatefiles
@@ -175,7 +186,7 @@ def test_memory_cap_refuses_the_snapshot_and_training_goes_on(tmp_path):
             "--fault-step",
             "3",
         ),
-        job_id="43004",
+        job_id=unique("43004"),
     ).start()
     try:
         assert job.wait(120) == [0], job.dump()
@@ -199,7 +210,7 @@ def test_shared_memory_too_small_is_said_at_start_in_one_line(tmp_path):
         1,
         [*BASE, "--max-restarts", "0", "--snapshot-memory", "100000G"],
         [str(ECHO), "--out", str(tmp_path / "out")],
-        job_id="43005",
+        job_id=unique("43005"),
     ).start()
     try:
         assert job.wait(50) == [0], job.dump()
@@ -230,7 +241,7 @@ def test_the_persist_hook_gets_each_snapshot_and_a_stuck_one_is_abandoned_and_sa
     work = trainer(tmp_path, "--steps", "3")
     args = [*BASE, "--max-restarts", "0", "--snapshot-persist-dir", str(out)]
     job = SimJob(
-        tmp_path, 1, [*args, "--snapshot-persist-hook", "persisthook:save"], work, job_id="43006"
+        tmp_path, 1, [*args, "--snapshot-persist-hook", "persisthook:save"], work, job_id=unique("43006")
     ).start()
     try:
         assert job.wait(90) == [0], job.dump()
@@ -248,7 +259,7 @@ def test_the_persist_hook_gets_each_snapshot_and_a_stuck_one_is_abandoned_and_sa
         1,
         [*args, "--snapshot-persist-hook", "persisthook:stuck", "--snapshot-persist-timeout", "4"],
         trainer(tmp_path / "stuck", "--steps", "3"),
-        job_id="43007",
+        job_id=unique("43007"),
     )
     (tmp_path / "stuck").mkdir(exist_ok=True)
     (tmp_path / "stuck" / "persisthook.py").write_text(HOOK)
