@@ -40,6 +40,7 @@ _MAC = 32
 _LEN = struct.Struct("<I")
 _MAX_REQUEST = 4096
 HANDSHAKE_S = 10.0
+IDLE_S = 2 * ship.LOCK_WAIT_S  # the longest a transfer may stall (the receiver may wait for a key's lock)
 
 
 class Duplex(Protocol):
@@ -155,7 +156,7 @@ class PeerServer:
                 request = self._handshake(f, who)
                 if request is None:
                     return
-                conn.settimeout(None if request.get("op") == "get" else ship.LOCK_WAIT_S * 2)
+                conn.settimeout(IDLE_S)  # a peer that stops reading or sending is a dead peer
                 if request.get("op") == "get":
                     self._give(f, request)
                 elif request.get("op") == "put":
