@@ -254,6 +254,6 @@ class LostNodes:
                     continue
                 try:
                     peer.push(target, self.secret, info, timeout=FETCH_TIMEOUT_S)
-                except peer.PeerError:
-                    continue  # rewritten while sent, or the target is gone: the next snapshot goes
+                except (peer.PeerError, OSError):
+                    continue  # rewritten or removed while sent, or the target is gone: the next one goes
                 pushed[info.key] = info.generation
