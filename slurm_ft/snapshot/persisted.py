@@ -2,10 +2,13 @@
 way out of an attempt (``--snapshot-persist-dir``), and what the next attempt's restore
 falls back to when the node's memory holds nothing.
 
-One ``torch.save`` file per rank (``rank-RRRRR.pt``), or one for the replicated state
-(``replicated.pt``), each holding the step, the placement it was taken in and the state.
-Written to a temporary name, flushed to disk, then renamed: a persist cut short (a
-deadline, a dead mount) leaves the previous complete file, never a torn one.
+One ``torch.save`` file per rank (``rank-RRRRR.step<N>.pt``), or for the replicated state
+(``replicated.step<N>.pt``), each holding the step, the placement it was taken in and the
+state. Written to a temporary name, flushed to disk, then renamed: a persist cut short (a
+deadline, a dead mount) leaves the previous complete file, never a torn one. The step is in
+the name because several launchers may persist the same key (every node holds a replicated
+copy; a node that was replaced still holds its ranks' older snapshots): the newest step
+wins whoever writes last, and a save removes only the key's older files.
 """
 
 from __future__ import annotations
@@ -24,8 +27,28 @@ FORMAT_VERSION = 1
 SUFFIX = ".pt"
 
 
-def path_for(directory: Path, rank: int, replicated: bool) -> Path:
-    return directory / f"{layout.REPLICATED if replicated else layout.rank_key(rank)}{SUFFIX}"
+def _key(rank: int, replicated: bool) -> str:
+    return layout.REPLICATED if replicated else layout.rank_key(rank)
+
+
+def path_for(directory: Path, rank: int, replicated: bool, step: int) -> Path:
+    return directory / f"{_key(rank, replicated)}.step{step:012d}{SUFFIX}"
+
+
+def _steps(directory: Path, rank: int, replicated: bool) -> list[tuple[int, Path]]:
+    """The key's persisted files, the newest step first."""
+    prefix = f"{_key(rank, replicated)}.step"
+    found = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    for name in names:
+        if name.startswith(prefix) and name.endswith(SUFFIX):
+            digits = name[len(prefix) : -len(SUFFIX)]
+            if digits.isdigit():
+                found.append((int(digits), directory / name))
+    return sorted(found, reverse=True)
 
 
 def save(directory: Path, info: SnapshotInfo, state: dict[str, object]) -> Path:
@@ -33,7 +56,7 @@ def save(directory: Path, info: SnapshotInfo, state: dict[str, object]) -> Path:
     import torch
 
     directory.mkdir(parents=True, exist_ok=True)
-    target = path_for(directory, info.rank, info.replicated)
+    target = path_for(directory, info.rank, info.replicated, info.step)
     doc = {
         "version": FORMAT_VERSION,
         "step": info.step,
@@ -57,6 +80,9 @@ def save(directory: Path, info: SnapshotInfo, state: dict[str, object]) -> Path:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+    for step, older in _steps(directory, info.rank, info.replicated):
+        if step < info.step:
+            _unlink(str(older))
     return target
 
 
@@ -68,15 +94,16 @@ def _unlink(path: str) -> None:
 
 
 def load(directory: Path, rank: int, world_size: int) -> tuple[int, dict[str, object]] | None:
-    """The persisted step and state of ``rank`` (its own file, else the replicated copy);
+    """The persisted step and state of ``rank`` (its own newest file, else the newest
+    replicated copy);
     None when there is none, or it was taken with another world size or by another rank."""
     import torch
 
     for replicated in (False, True):
-        path = path_for(directory, rank, replicated)
-        if not path.is_file():
+        newest = _steps(directory, rank, replicated)
+        if not newest:
             continue
-        doc = torch.load(path, map_location="cpu", weights_only=False)
+        doc = torch.load(newest[0][1], map_location="cpu", weights_only=False)
         if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
             continue
         if doc.get("world_size") != world_size or (not replicated and doc.get("rank") != rank):

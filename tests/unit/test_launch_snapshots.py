@@ -195,3 +195,23 @@ def test_a_cycle_whose_workers_kept_no_new_snapshot_is_said():
     assert NodeSnapshots.stalled_line(rec, asked=False) is None  # a trainer without snapshots
     moved = dataclasses.replace(rec, newest_step=61)
     assert NodeSnapshots.stalled_line(moved, asked=True) is None
+
+
+@pytest.mark.torch
+def test_the_newest_persisted_step_wins_whichever_node_writes_last(tmp_path):
+    import torch
+
+    from slurm_ft.snapshot import layout, persisted
+    from slurm_ft.snapshot.reader import SnapshotInfo
+
+    def info(step: int) -> SnapshotInfo:
+        header = layout.Header(step, 3, 0, True, 0, 0, 1, 0, 1, layout.Origin.WRITTEN, 0, 0)
+        return SnapshotInfo(layout.REPLICATED, tmp_path / "x", 1, header)
+
+    persisted.save(tmp_path, info(4276), {"w": torch.full((2,), 4276.0)})
+    persisted.save(tmp_path, info(1718), {"w": torch.full((2,), 1718.0)})  # a stale node, last
+    step, state = persisted.load(tmp_path, 2, 3) or (None, {})
+    assert step == 4276 and state["w"].tolist() == [4276.0, 4276.0]  # type: ignore[attr-defined]
+    persisted.save(tmp_path, info(4300), {"w": torch.zeros(2)})
+    assert sorted(p.name for p in tmp_path.glob("replicated.*")) == ["replicated.step000000004300.pt"]
+    assert persisted.load(tmp_path, 0, 4) is None  # another world size
