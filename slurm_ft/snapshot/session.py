@@ -41,7 +41,7 @@ class Settings:
     area: Path
     limit: int | None  # bytes the node's snapshots may hold; None: no cap but the file system's
     placement: Placement
-    resume_step: int | None  # the step the launcher chose for every rank; None: the newest; < 0: none
+    resume_step: int | None  # the step the launcher chose for every rank; None: the newest
     persisted: Path | None = None  # where the launchers persisted the last attempt's snapshots
 
 
