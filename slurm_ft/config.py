@@ -97,6 +97,8 @@ class LaunchSettings:
     snapshot_persist_dir: str | None = None
     snapshot_persist_hook: str | None = None
     snapshot_persist_timeout: float = 120.0
+    # copies of each node's shard snapshots kept in other nodes' memory (0 or 1; #44)
+    snapshot_replicas: int = 0
 
 
 @dataclass
@@ -378,6 +380,10 @@ def _validate_snapshots(launch: LaunchSettings) -> None:
     if launch.snapshot_persist_timeout <= 0:
         raise ConfigError(
             f"{YAML_ROOT}.launch.snapshot_persist_timeout: must be > 0, got {launch.snapshot_persist_timeout}"
+        )
+    if launch.snapshot_replicas not in (0, 1):
+        raise ConfigError(
+            f"{YAML_ROOT}.launch.snapshot_replicas: must be 0 or 1, got {launch.snapshot_replicas}"
         )
 
 

@@ -309,6 +309,8 @@ class SnapshotSource(str, Enum):
 
     MEMORY = "memory"  # the node's in-memory snapshot, kept by its launcher
     PERSISTED = "persisted"  # the copy the launchers persisted at the last attempt's end
+    PEER = "peer memory"  # another node's in-memory snapshot, fetched by the launcher (#44)
+    REPLICA = "replica"  # a replica of the rank's shard another node kept (--snapshot-replicas)
     NONE = "none"  # nothing: the trainer started from its own checkpoint, or from scratch
 
 

@@ -443,6 +443,14 @@ SNAPSHOTS = OptionGroup(
             help="the longest persisting may take (a dead mount never holds the allocation)",
             setting="launch.snapshot_persist_timeout",
         ),
+        _opt(
+            "--snapshot-replicas",
+            dest="snapshot_replicas",
+            metavar="N",
+            help="copies of each node's shard snapshots kept in another node's memory (0 or 1): "
+            "a lost node's shards survive",
+            setting="launch.snapshot_replicas",
+        ),
     ),
 )
 

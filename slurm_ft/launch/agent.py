@@ -52,6 +52,7 @@ from slurm_ft.records import FailureKind, RankResume, node_name
 if TYPE_CHECKING:
     from slurm_ft.launch.handover import EpochStore
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
+    from slurm_ft.launch.snapshots.lostnode import LostNodes
 
 
 class Phase(Enum):
@@ -91,6 +92,7 @@ class Agent:
     ) -> None:
         self.snapshots = NodeSnapshots.for_launcher(cfg, events.event)
         cfg = self.cfg = self.snapshots.configure(cfg)
+        self.lost_nodes: LostNodes | None = None  # snapshots between nodes (#44), made in _open
         self.ev = events
         self.sig = signals
         self.seams = seams
@@ -143,6 +145,8 @@ class Agent:
         self.phases.append(Phase.HEALTH)
         self.unhealthy = self.stuck or member.check_health(i) or self.books.io.problem()
         self.phases.append(Phase.JOIN)
+        if self.lost_nodes is not None and self.client is not None:  # what this node's memory holds
+            self.client.publish_snapshots(i, self.cfg.job.node_rank, self.lost_nodes.holdings().encode())
         member.join(i, self.unhealthy, stuck=self.stuck)
         self.phases.append(Phase.DECIDE)
         decision = self._decide(i, cycle)
@@ -201,6 +205,12 @@ class Agent:
                 cfg, keys, sealer, given, self.ev, self.sig.arrived, self.sig.sleep
             )
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
+        if self.snapshots.path is not None and cfg.num_nodes > 1 and self.lost_nodes is None:
+            from slurm_ft.launch.snapshots import lostnode
+
+            self.lost_nodes = lostnode.for_launcher(
+                cfg, self.snapshots.path, self.snapshots.limit, self.ev.event
+            )
         hangs = self.hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self._start_threads()
         if self.coordinator is not None:
@@ -264,6 +274,8 @@ class Agent:
         self.run = self.run.started(cycle)
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
+        if self.lost_nodes is not None:
+            self._snapshot_sources(i, decision, topo)
         self.workers = CycleWorkers.start(
             cfg,
             i,
@@ -281,6 +293,19 @@ class Agent:
         if first and self.cfg.is_node0:  # off the path to the first step
             self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
+
+    def _snapshot_sources(self, i: int, decision: Decision, topo: Topology) -> None:
+        """Before the workers start: this node's keys at the step every rank resumes from
+        (fetched from another node where a lost node took them); a copy no holder could give
+        ends the cycle at once, and the next one plans without that holder."""
+        assert self.lost_nodes is not None and self.client is not None and self.member is not None
+        nodes = range(self.cfg.num_nodes)
+        published = dict(zip(nodes, self.client.snapshot_holdings(i, nodes), strict=True))
+        active = decision.active or tuple(nodes)
+        failed = self.lost_nodes.prepare(published, active, topo.nproc_per_node)
+        if failed is not None:
+            self.ev.event(failed)
+            self.member.publish_quietly(i, FailureKind.WORKER, failed)
 
     def _stop(
         self, i: int, cycle: int, decision: Decision, workers: CycleWorkers | None, end: WatchEnd
@@ -441,6 +466,8 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.close()
         privatefiles.remove_tree(self._run_dir)
+        if self.lost_nodes is not None:
+            self.lost_nodes.close()
         self.snapshots.close()
         if self.member is not None:
             self.member.close()

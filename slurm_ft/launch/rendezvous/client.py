@@ -31,6 +31,7 @@ from slurm_ft.launch.rendezvous.protocol import (
     encode_failure,
     family,
     parse_beat,
+    parse_holdings,
     parse_mark,
     parse_text,
 )
@@ -236,6 +237,13 @@ class Client:
     def wait_decision(self, i: int, *, deadline: float, abort: Abort) -> Decision | None:
         key = self.keys.decision(i)
         return self._get_sealed_when_set(key, partial(decode, Decision), deadline=deadline, abort=abort)
+
+    def publish_snapshots(self, i: int, node: int, value: str) -> None:
+        self._set_sealed(self.keys.snapshots(i, node), value)
+
+    def snapshot_holdings(self, i: int, nodes: Sequence[int]) -> list[str | None]:
+        """What each of ``nodes`` published for cycle i; None where nothing (a lost node)."""
+        return self._read([self.keys.snapshots(i, n) for n in nodes], parse_holdings)
 
     def publish_failure(self, i: int, failure: Failure) -> Failure:
         """First writer wins; returns the failure that did. A forgery found there is

@@ -103,6 +103,11 @@ class Keys:
     def result(self, i: int) -> str:
         return self._k(f"c{i}", "result")
 
+    def snapshots(self, i: int, node: int) -> str:
+        """A launcher's snapshot service address and the steps its memory holds, per key
+        (``launch.snapshots.lostnode``), written before it joins cycle i."""
+        return self._k(f"c{i}", "snap", node)
+
 
 def next_epoch(keys: Keys) -> Keys:
     """The key table of the store that succeeds ``keys``' (see ``launch.succession``)."""
@@ -344,4 +349,11 @@ def parse_text(raw: bytes) -> str:
     """A short ASCII report (a silence report)."""
     if len(raw) > 64 or not raw.isascii():
         raise Malformed("a report is short ASCII text")
+    return raw.decode()
+
+
+def parse_holdings(raw: bytes) -> str:
+    """A launcher's snapshot holdings: ASCII JSON, parsed and checked by its reader."""
+    if len(raw) > 1 << 20 or not raw.isascii():
+        raise Malformed("snapshot holdings are ASCII JSON of at most 1 MiB")
     return raw.decode()

@@ -1,0 +1,259 @@
+"""A lost node loses no snapshot: this launcher's part (issue #44).
+
+Every launcher of a multi-node job with snapshots on and a job secret serves its node's
+area to the others (:mod:`peer`). Before it joins a cycle it publishes, sealed in the
+store, its service's address and the steps its memory holds per key; after the decision,
+an active launcher reads what every launcher published, computes the plan every other
+one computes from the same values (:mod:`sources`: the newest step every needed key is
+held at somewhere), fetches what its ranks lack from a holder of exactly that step, and
+removes its own slots of any other step of those keys, so its workers restore that step
+and no cycle mixes steps. A copy that cannot be fetched from any holder leaves the node's
+ranks with nothing, and the launcher ends the cycle at once (the next plan, without the
+lost holder, says the checkpoint).
+
+With ``--snapshot-replicas 1`` a thread pushes each new snapshot of this node's shards to
+the next active node in a ring (:func:`sources.replica_target`), in the background.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurm_ft.launch.snapshots import peer, sources
+from slurm_ft.snapshot import claim, layout, reader
+
+if TYPE_CHECKING:
+    from slurm_ft.launch.context import AgentConfig
+
+LOCK_WAIT_S = 10.0
+FETCH_TIMEOUT_S = 30.0
+REPLICA_POLL_S = 0.05  # a new snapshot's replica leaves within this: its lag is what a lost node costs
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What one launcher published: its service's address and its memory's steps per key."""
+
+    address: peer.Address | None
+    held: dict[str, list[int]]
+
+    def encode(self) -> str:
+        return json.dumps({"address": str(self.address) if self.address else None, "held": self.held})
+
+    @classmethod
+    def decode(cls, text: str) -> Holdings | None:
+        """None for anything that is not what a launcher publishes (the store is untrusted)."""
+        try:
+            doc = json.loads(text)
+            address = peer.Address.parse(doc["address"]) if doc.get("address") else None
+            held = {
+                str(key): [int(s) for s in steps]
+                for key, steps in doc["held"].items()
+                if isinstance(steps, list) and all(isinstance(s, int) for s in steps)
+            }
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return cls(address, held)
+
+
+def for_launcher(
+    cfg: AgentConfig, area: Path, limit: int | None, event: Callable[[str], None]
+) -> LostNodes | None:
+    """This launcher's service, or None (said once) where a lost node's state cannot move:
+    no job secret (a snapshot is unpickled by the trainer: nothing unauthenticated is taken),
+    or no address of this node in the job's host list."""
+    job = cfg.job
+    if cfg.auth.key is None:
+        event(
+            "snapshots: a lost node's state is not fetched from other nodes: no job secret "
+            "(set SLURM_FT_JOB_SECRET); a spare starts from the checkpoint"
+        )
+        return None
+    if job.node_rank >= len(job.hosts):
+        return None
+    try:
+        made = LostNodes(
+            area,
+            cfg.auth.key,
+            job.node_rank,
+            job.hosts[job.node_rank],
+            limit=limit,
+            replicas=cfg.settings.launch.snapshot_replicas,
+            event=event,
+        )
+    except OSError as exc:
+        event(f"snapshots: no service for other nodes: {exc}; a spare starts from the checkpoint")
+        return None
+    replicas = " and keeping its shards' replicas on the next node" if made.replicas else ""
+    event(f"snapshots: serving this node's snapshots to the job's launchers at {made.address}{replicas}")
+    return made
+
+
+def _acts(chosen: sources.Plan, found: Mapping[int, Holdings]) -> bool:
+    """Whether the plan changes anything: always for replicated state (any copy of the step
+    will do, so a node one step behind takes the newer one); for shards only when a node
+    lacks one of its keys altogether (a lost node's ranks), since a healthy restart of a
+    sharded trainer keeps restoring each rank's own newest, as it did before (#43).
+    Every launcher decides this from the same published values."""
+    for node, needed in chosen.sources.items():
+        for source in needed:
+            if source.key == layout.REPLICATED:
+                return True
+            if not found.get(node, Holdings(None, {})).held.get(source.key):
+                return True
+    return False
+
+
+def trim(area: Path, keys: Collection[str], step: int | None) -> list[str]:
+    """Remove this area's slots of ``keys`` whose step is not ``step`` (all of them when
+    None), each under its key's lock: a worker restores its key's most recent write, which
+    must be the cycle's step. The slots removed, for the log."""
+    removed = []
+    for key in keys:
+        lock = claim.KeyLock.acquire(layout.owner_path(area, key), wait_s=LOCK_WAIT_S)
+        if lock is None:
+            continue
+        with lock:
+            for path in layout.slot_paths(area, key):
+                sealed = reader.read_header(path)
+                if sealed is not None and step is not None and sealed.header.step == step:
+                    continue
+                if path.exists():
+                    path.unlink(missing_ok=True)
+                    removed.append(f"{key} step {sealed.header.step if sealed else '(incomplete)'}")
+    return removed
+
+
+class LostNodes:
+    """One launcher's snapshot service, its holdings, its plan each cycle, its replicas."""
+
+    def __init__(
+        self,
+        area: Path,
+        secret: bytes,
+        me: int,
+        host: str,
+        *,
+        limit: int | None,
+        replicas: int = 0,
+        event: Callable[[str], None] = print,
+    ) -> None:
+        self.area = area
+        self.secret = secret
+        self.me = me
+        self.limit = limit
+        self.event = event
+        self.max_size = limit if limit is not None else 1 << 44
+        self.server = peer.PeerServer(area, secret, max_size=self.max_size, limit=limit, event=event)
+        self.address = peer.Address(host, self.server.port)
+        self.replicas = replicas
+        self._target: peer.Address | None = None
+        self._target_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._pusher: threading.Thread | None = None
+        if replicas > 0:
+            self._pusher = threading.Thread(target=self._push_loop, name="snapshot-replicas", daemon=True)
+            self._pusher.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._pusher is not None:
+            self._pusher.join(timeout=FETCH_TIMEOUT_S)
+        self.server.close()
+
+    # ------------------------------------------------------------------ each cycle
+
+    def holdings(self) -> Holdings:
+        return Holdings(self.address, reader.held_steps(self.area))
+
+    def plan(
+        self, published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
+    ) -> tuple[sources.Plan, dict[int, Holdings]] | None:
+        """The cycle's plan from what the launchers published (None: nothing held anywhere)."""
+        found = {n: h for n, raw in published.items() if raw is not None and (h := Holdings.decode(raw))}
+        held = {n: h.held for n, h in found.items()}
+        needs = sources.needs_of(held, active, nproc_per_node)
+        if needs is None:
+            return None
+        return sources.plan(held, needs), found
+
+    def prepare(
+        self, published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
+    ) -> str | None:
+        """Before this node's workers start: its keys at the cycle's step in its memory.
+        None when they are (or nothing is held anywhere); else the failure to publish."""
+        planned = self.plan(published, active, nproc_per_node)
+        target = sources.replica_target(self.me, active)
+        theirs = Holdings.decode(published.get(target) or "") if target is not None else None
+        with self._target_lock:
+            self._target = theirs.address if theirs is not None and self.replicas > 0 else None
+        if planned is None or not _acts(*planned):
+            return None
+        chosen, found = planned
+        self.event(sources.says(chosen, self.me))
+        mine = chosen.sources.get(self.me, ())
+        for source in mine:
+            if source.via is sources.Via.PEER and chosen.step is not None:
+                why = self._fetch(source.key, chosen.step, source.node, found)
+                if why is not None:
+                    trim(self.area, [s.key for s in mine], None)
+                    return why
+        trim(self.area, [s.key for s in mine], chosen.step)
+        return None
+
+    def _fetch(self, key: str, step: int, first: int | None, found: Mapping[int, Holdings]) -> str | None:
+        holders = [n for n in sorted(found) if n != self.me and step in found[n].held.get(key, ())]
+        holders.sort(key=lambda n: n != first)
+        failures = []
+        for n in holders:
+            address = found[n].address
+            if address is None:
+                continue
+            t0 = time.monotonic()
+            try:
+                got = peer.fetch(
+                    address, self.secret, key, step, self.area, max_size=self.max_size, limit=self.limit
+                )
+            except peer.PeerError as exc:
+                failures.append(str(exc))
+                self.event(f"snapshots: {key} of step {step} not fetched from node {n}: {exc}")
+                continue
+            took = time.monotonic() - t0
+            self.event(
+                f"snapshots: {key} of step {step} fetched from node {n} ({got.header.origin.word}), "
+                f"{got.header.file_size} bytes in {took:.2f} s"
+            )
+            return None
+        return (
+            f"snapshots: no surviving copy of {key} at step {step} could be fetched "
+            f"({'; '.join(failures) or 'no holder reachable'}); this node's ranks start from the "
+            "checkpoint and the cycle ends so the next one plans without the lost holder"
+        )
+
+    # ------------------------------------------------------------------ replicas
+
+    def _push_loop(self) -> None:
+        """Each new complete snapshot of this node's shards, to the ring's next node."""
+        pushed: dict[str, int] = {}
+        peer.lowest_priority()
+        while not self._stop.wait(REPLICA_POLL_S):
+            with self._target_lock:
+                target = self._target
+            if target is None:
+                continue
+            for info in reader.describe(self.area):
+                if info.replicated or info.header.origin is not layout.Origin.WRITTEN:
+                    continue
+                if pushed.get(info.key) == info.generation:
+                    continue
+                try:
+                    peer.push(target, self.secret, info, timeout=FETCH_TIMEOUT_S)
+                except (peer.PeerError, OSError):
+                    continue  # rewritten or removed while sent, or the target is gone: the next one goes
+                pushed[info.key] = info.generation
