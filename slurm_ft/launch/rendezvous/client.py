@@ -76,8 +76,16 @@ class Client:
     # ----------------------------------------------------------------- construction
 
     @classmethod
-    def host(cls, port: int, keys: Keys, op_timeout: float, sealer: Sealer | None = None) -> Client:
-        return cls(stores.host(port, op_timeout), keys, sealer=sealer)
+    def host(
+        cls,
+        port: int,
+        keys: Keys,
+        op_timeout: float,
+        sealer: Sealer | None = None,
+        address: str | None = None,
+    ) -> Client:
+        """``address``: node 0's, as the peers reach it (see :func:`stores.host`)."""
+        return cls(stores.host(port, op_timeout, address), keys, sealer=sealer)
 
     @classmethod
     def connect(
