@@ -45,9 +45,10 @@ def _last_json(text: str) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
-def one_size(n: int, per_process: int, steady_s: float, tmp: Path) -> dict:
+def one_size(n: int, per_process: int, steady_s: float, tmp: Path, *, torch_listener: bool = False) -> dict:
     port = proc.free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_CPP_LOG_LEVEL": "FATAL"}
+    env["BENCH_SCALE_TORCH_LISTENER"] = "1" if torch_listener else "0"
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
         host = subprocess.Popen(
@@ -83,6 +84,7 @@ def one_size(n: int, per_process: int, steady_s: float, tmp: Path) -> dict:
     started = min(d["started"] for d in docs)
     return {
         "n": n,
+        "listener": "torch" if torch_listener else "own IPv4",
         "peer_processes": len(ranges),
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
         "node0_steady_cpu_pct": h["steady_cpu_pct"],
@@ -100,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="64,256,1024")
     p.add_argument("--per-process", type=int, default=64, help="simulated launchers per peer process")
     p.add_argument("--steady", type=float, default=20.0, help="seconds of node 0's steady CPU measurement")
+    p.add_argument(
+        "--torch-listener",
+        action="store_true",
+        help="node 0 lets torch listen (dual-stack, a reverse lookup per accept): the code before issue 45",
+    )
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))
     rows = []
     for n in sizes:
-        row = one_size(n, args.per_process, args.steady, tmp)
+        row = one_size(n, args.per_process, args.steady, tmp, torch_listener=args.torch_listener)
         rows.append(row)
         print(
             f"N={n:5d} first connection {row['first_connection_s']:7.2f} s  "

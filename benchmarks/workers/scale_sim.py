@@ -58,7 +58,9 @@ def _cpu_s() -> float:
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
-    client = Client.host(port, KEYS, TIMEOUT_S, address=ADDRESS)
+    # BENCH_SCALE_TORCH_LISTENER=1: torch listens itself, as before issue 45 (the comparison)
+    own = os.environ.get("BENCH_SCALE_TORCH_LISTENER") != "1"
+    client = Client.host(port, KEYS, TIMEOUT_S, address=ADDRESS if own else None)
     client.prepare(n, Base(0, "scale"))
     wake = WakePipe()
     threads = BackgroundSet.start(
