@@ -150,6 +150,15 @@ def host(port: int, op_timeout: float, address: str | None = None) -> Store:
     listener = _ipv4_listener(port, address) if address is not None else None
     if listener is not None:
         port = listener.getsockname()[1]
+        try:
+            return _server(dist, port, op_timeout, listener)
+        except TypeError:  # a torch without master_listen_fd (before 2.4): it listens itself
+            listener.close()
+    return _server(dist, port, op_timeout, None)
+
+
+def _server(dist: ModuleType, port: int, op_timeout: float, listener: socket.socket | None) -> Store:
+    extra = {"master_listen_fd": listener.fileno()} if listener is not None else {}
     try:
         store: Store = dist.TCPStore(
             "0.0.0.0",
@@ -158,11 +167,15 @@ def host(port: int, op_timeout: float, address: str | None = None) -> Store:
             True,
             datetime.timedelta(seconds=op_timeout),
             wait_for_workers=False,
-            master_listen_fd=listener.detach() if listener is not None else None,
             use_libuv=True,
+            **extra,
         )
     except RuntimeError as exc:
+        if listener is not None:
+            listener.detach()  # torch may have closed it: never close a descriptor twice
         raise StoreBindError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if listener is not None:
+        listener.detach()  # the store owns the descriptor now
     return store
 
 
