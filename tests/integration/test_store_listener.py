@@ -40,3 +40,30 @@ def test_a_port_in_use_is_a_bind_error() -> None:
         assert f"port {first.port} in use" in str(exc)
     else:
         raise AssertionError("a second store bound the same port")
+
+
+def test_asking_whether_a_cycle_was_halted_wakes_no_halt_waiter() -> None:
+    """torch's libuv store wakes a key's waiters at any compare_set of it, even one that
+    changes nothing: a peer asking whether the cycle was halted must not wake node 0's halt
+    waiter (it would then sleep through the real halt: restarts went from 0.06 to 0.46 s)."""
+    import threading
+
+    from slurm_ft.launch.rendezvous.client import Client
+    from slurm_ft.launch.rendezvous.protocol import Keys
+
+    store = stores.host(0, 5.0, "127.0.0.1")
+    keys = Keys("halt-probe")
+    asker = Client(stores.reconnect("127.0.0.1", store.port, 5.0), keys)
+    waiter = Client(stores.reconnect("127.0.0.1", store.port, 5.0), keys)
+    woken: list[bool] = []
+    thread = threading.Thread(target=lambda: woken.append(waiter.wait_halt(0, 1.0)))
+    thread.start()
+    import time
+
+    until = time.monotonic() + 0.8  # asked over and over while the waiter waits (1 s)
+    while time.monotonic() < until:
+        assert not asker.halted(0)
+    thread.join(10)
+    assert woken == [False]
+    asker.halt(0)
+    assert asker.halted(0)

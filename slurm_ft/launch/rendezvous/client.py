@@ -305,8 +305,11 @@ class Client:
         return Poll(None, self.all_done(i, launchers))
 
     def halted(self, i: int) -> bool:
-        """Whether someone halted cycle i (one round trip)."""
-        return self._op(lambda: reads.probe(self._store, self.keys.halt(i))) is not None
+        """Whether someone halted cycle i (one round trip). A ``check``, never a probe: torch's
+        libuv store wakes every ``wait`` on a key at any ``compare_set`` of it, even one that
+        changes nothing, and a halt waiter woken so would sleep through the real halt."""
+        key = self.keys.halt(i)
+        return bool(self._op(lambda: self._store.check([key])))
 
     def wait_result(self, i: int, *, deadline: float, abort: Abort) -> CycleResult | None:
         key = self.keys.result(i)

@@ -36,7 +36,10 @@ MIN_WAIT_S = 0.05
 
 
 def probe(store: Store, key: str) -> bytes | None:
-    """The value of ``key``, or None when it does not exist; one round trip, never blocks."""
+    """The value of ``key``, or None when it does not exist; one round trip, never blocks.
+    Never on a key that someone ``wait``s on: torch's libuv store wakes every waiter of a
+    key at any ``compare_set`` of it, even one that finds the key missing and sets nothing
+    (the waiter's ``wait`` returns as if the key were set; torch 2.13)."""
     raw = store.compare_set(key, MISSING, MISSING)
     return None if raw == _MISSING else raw
 
