@@ -89,8 +89,8 @@ def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], boo
     while True:
         if abort():
             raise stores.Interrupted()
-        if look:
-            raw = probe(store, key)
+        if look:  # a check first: a probe would wake everyone else waiting here (see probe)
+            raw = probe(store, key) if store.check([key]) else None
             if raw is not None:
                 return raw
         left = deadline - time.monotonic()
