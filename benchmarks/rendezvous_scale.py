@@ -171,7 +171,7 @@ def run(ctx: Context) -> list[Row]:
             "s",
             Summary(seconds, seconds, seconds, 1, (seconds,)),
             None,
-            note="each TCPStore connect does a reverse DNS lookup; this VM drops some (5 s each)",
+            note="each TCPStore client looks its store's address up in reverse DNS; this VM drops some",
         )
     )
     return rows

@@ -14,8 +14,8 @@ Real launchers are separate processes on separate machines; threads sharing one 
 would add a GIL hand-off to every store round trip, so launchers are spread over
 processes: node 0 alone, the peers at most 32 to an interpreter, with a 1 ms GIL switch
 interval. The processes connect once (TCPStore connections are slow to open here: each
-makes a reverse DNS lookup) and then run every job size N in turn, each as its own run
-id on the one store, with launchers 0..N-1 taking part and the rest idle.
+client looks up the address it connects to in reverse DNS) and then run every job size N
+in turn, each as its own run id on the one store, with launchers 0..N-1 taking part and the rest idle.
 
 All launchers of a size start each cycle together, released through keys outside the
 run's namespace (not timed). Times are ``time.monotonic()``, one clock for every process
@@ -44,6 +44,7 @@ import torch.distributed as dist
 from slurm_ft.launch import spares as spares_mod
 from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import protocol as proto
+from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.workers.layout import Topology
 
@@ -65,16 +66,8 @@ def _sync(name: str, n: int, i: int) -> str:
 
 
 def _open(port: int, master: bool) -> dist.TCPStore:
-    if master:  # as stores.host opens it
-        return dist.TCPStore(
-            "0.0.0.0",
-            port,
-            None,
-            True,
-            datetime.timedelta(seconds=OP_TIMEOUT),
-            wait_for_workers=False,
-            use_libuv=True,
-        )
+    if master:  # as node 0 opens it: its own IPv4 listener (no reverse lookup per accept)
+        return stores.host(port, OP_TIMEOUT, "127.0.0.1")  # type: ignore[return-value]
     return dist.TCPStore(
         "127.0.0.1", port, None, False, datetime.timedelta(seconds=OP_TIMEOUT), use_libuv=True
     )

@@ -33,8 +33,8 @@ from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
-from slurm_ft.launch.rendezvous import jobsecret
-from slurm_ft.launch.rendezvous.background import BackgroundDied, BackgroundSet, WakePipe
+from slurm_ft.launch.rendezvous import jobsecret, openfiles
+from slurm_ft.launch.rendezvous.background import STORE_CONNECTIONS, BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
@@ -560,6 +560,13 @@ def run(cfg: AgentConfig, events: EventLog) -> Ending:
     """Run the launcher of this process until its ending. Raises BadInput for exit-2
     conditions found after start; everything else, a launcher bug included, ends through
     :meth:`Agent.finish`."""
+    limits = openfiles.raise_soft_limit()
+    if cfg.is_node0 and cfg.num_nodes > 1:
+        problem = openfiles.shortfall(cfg.num_nodes, STORE_CONNECTIONS, limits)
+        if problem is not None:
+            raise BadInput(problem)
+    if limits.raised:
+        events.event(f"open-files limit raised from {limits.before} to {limits.soft}")
     wk.become_subreaper()
     signals = SignalBox(cfg.signals)
     try:

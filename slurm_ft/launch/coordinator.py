@@ -22,6 +22,7 @@ from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.judge import JobJudge
 from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
@@ -104,9 +105,14 @@ def open_store(cfg: AgentConfig, keys: Keys, sealer: Sealer, events: EventLog) -
     if cfg.num_nodes == 1:
         return Client.local(keys)
     in_use: list[str] = []
+    job = cfg.job  # node 0, or a successor: the peers reach it by its host's name
+    here = job.hosts[job.node_rank] if job.node_rank < len(job.hosts) else cfg.topo.master_addr
+    backlog = stores.backlog_warning(cfg.num_nodes)
+    if backlog is not None:
+        events.event(backlog)
     for port in cfg.rdzv_ports:
         try:
-            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout, sealer)
+            return Client.host(port, keys, cfg.settings.launch.heartbeat_timeout, sealer, address=here)
         except StoreBindError as exc:
             events.event(f"rendezvous port {port} in use ({exc})")
             in_use.append(str(port))

@@ -295,7 +295,7 @@ class Member:
         """One look at the job as a whole: a failure elsewhere, everyone done, a lost peer.
         Also this launcher's published values again, where someone overwrote them."""
         self.client.reassert()
-        poll = self.client.poll(i, active)
+        poll = self.client.poll(i, active, judging=judge is not None)
         if poll.failure is not None:
             return WatchEnd(WatchEndKind.FAILURE, failure=poll.failure)
         if poll.finished:

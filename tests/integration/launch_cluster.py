@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,7 @@ class SimJob:
     port: int = field(default_factory=free_port)
     nodes: list[Node] = field(default_factory=list)
     launch: list[str] = field(default_factory=lambda: list(LAUNCH))
+    preexec_fn: Callable[[], None] | None = None  # run in each launcher before it starts
 
     @property
     def state(self) -> Path:
@@ -126,7 +128,13 @@ class SimJob:
             so, se = self.tmp / f"node{k}.out", self.tmp / f"node{k}.err"
             with open(so, "wb") as fo, open(se, "wb") as fe:
                 proc = subprocess.Popen(
-                    args, env=env, stdout=fo, stderr=fe, cwd=self.tmp, stdin=subprocess.DEVNULL
+                    args,
+                    env=env,
+                    stdout=fo,
+                    stderr=fe,
+                    cwd=self.tmp,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=self.preexec_fn,
                 )
             self.nodes.append(Node(k, proc, so, se, time.monotonic()))
         return self

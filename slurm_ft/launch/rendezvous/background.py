@@ -22,6 +22,9 @@ from slurm_ft.launch.rendezvous.stores import StoreLost
 
 Clock = Callable[[], float]
 WATCHDOG_GRACE_S = 1.0
+# Connections each launcher holds to the store host: its main one, and one for each of the
+# heart-beat (on node 0: the peer monitor) and the halt waiter (see BackgroundSet.start).
+STORE_CONNECTIONS = 3
 WATCHDOG_TICK_S = 0.25
 UNREADABLE_FACTOR = 3.0
 

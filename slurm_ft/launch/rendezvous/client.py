@@ -73,12 +73,21 @@ class Client:
         self._beats = 0
         self._last_beat = ""  # the sealed value of this connection's last beat
         self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
+        self._done_in = -1  # the last cycle this launcher's workers all finished in (mark_done)
 
     # ----------------------------------------------------------------- construction
 
     @classmethod
-    def host(cls, port: int, keys: Keys, op_timeout: float, sealer: Sealer | None = None) -> Client:
-        return cls(stores.host(port, op_timeout), keys, sealer=sealer)
+    def host(
+        cls,
+        port: int,
+        keys: Keys,
+        op_timeout: float,
+        sealer: Sealer | None = None,
+        address: str | None = None,
+    ) -> Client:
+        """``address``: node 0's, as the peers reach it (see :func:`stores.host`)."""
+        return cls(stores.host(port, op_timeout, address), keys, sealer=sealer)
 
     @classmethod
     def connect(
@@ -274,6 +283,7 @@ class Client:
     def mark_done(self, i: int, node: int) -> None:
         """This launcher's workers all exited 0 (kept: see :meth:`reassert`)."""
         self._keep(self.keys.done_by(i, node), "1")
+        self._done_in = i
 
     def all_done(self, i: int, launchers: Sequence[int]) -> bool:
         """Every active launcher's sealed word that its workers finished: one ``check``
@@ -283,13 +293,31 @@ class Client:
             return False
         return all(self._read(keys, parse_mark))
 
-    def poll(self, i: int, launchers: Sequence[int]) -> Poll:
+    def poll(self, i: int, launchers: Sequence[int], *, judging: bool = True) -> Poll:
         """The cycle's failure (None while there is none, or only a forgery there) and
-        whether all of ``launchers`` finished."""
+        whether all of ``launchers`` finished.
+
+        Whether all finished is a request naming every launcher's done mark: asked by every
+        launcher at every look, node 0 would serve O(N) per peer per look (a 4,096-node job:
+        16 million key lookups and about 1 GB of requests per look). So only the launcher
+        that judges the job (``judging``) asks at every look; another asks once its own
+        workers finished (it waits for the rest) or once the cycle was halted (the judge
+        halts it when all finished), else it reads the failure and the halt only."""
         key = self.keys.failure(i)
         raw = self._op(lambda: reads.probe(self._store, key))
         failure = reads.opened(self.sealer, key, raw, decode_failure) if raw else None
-        return Poll(failure, failure is None and self.all_done(i, launchers))
+        if failure is not None:
+            return Poll(failure, False)
+        if not judging and self._done_in != i and not self.halted(i):
+            return Poll(None, False)
+        return Poll(None, self.all_done(i, launchers))
+
+    def halted(self, i: int) -> bool:
+        """Whether someone halted cycle i (one round trip). A ``check``, never a probe: torch's
+        libuv store wakes every ``wait`` on a key at any ``compare_set`` of it, even one that
+        changes nothing, and a halt waiter woken so would sleep through the real halt."""
+        key = self.keys.halt(i)
+        return bool(self._op(lambda: self._store.check([key])))
 
     def wait_result(self, i: int, *, deadline: float, abort: Abort) -> CycleResult | None:
         key = self.keys.result(i)

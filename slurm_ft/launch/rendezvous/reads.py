@@ -36,7 +36,10 @@ MIN_WAIT_S = 0.05
 
 
 def probe(store: Store, key: str) -> bytes | None:
-    """The value of ``key``, or None when it does not exist; one round trip, never blocks."""
+    """The value of ``key``, or None when it does not exist; one round trip, never blocks.
+    Never on a key that someone ``wait``s on: torch's libuv store wakes every waiter of a
+    key at any ``compare_set`` of it, even one that finds the key missing and sets nothing
+    (the waiter's ``wait`` returns as if the key were set; torch 2.13)."""
     raw = store.compare_set(key, MISSING, MISSING)
     return None if raw == _MISSING else raw
 
@@ -86,8 +89,8 @@ def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], boo
     while True:
         if abort():
             raise stores.Interrupted()
-        if look:
-            raw = probe(store, key)
+        if look:  # a check first: a probe would wake everyone else waiting here (see probe)
+            raw = probe(store, key) if store.check([key]) else None
             if raw is not None:
                 return raw
         left = deadline - time.monotonic()

@@ -9,6 +9,9 @@ one back-off rule that every polling wait of the launcher uses.
 from __future__ import annotations
 
 import datetime
+import errno
+import random
+import socket
 import sys
 import threading
 import time
@@ -25,6 +28,13 @@ RECONNECT_S = 60.0
 # How much longer than its own timeout a connection attempt is given before it is abandoned
 # (:func:`_client`): torch's own timeout ends a refused or slow connect first.
 CONNECT_GRACE_S = 1.0
+# torch's own timeout for making a connection, whatever the caller waits: it covers the
+# reverse lookup torch makes first (see :func:`_client`).
+LOOKUP_ALLOWANCE_S = 30.0
+BACKOFF_FIRST_S = 0.2  # a refused connect's first pause (see :func:`backoff`)
+BACKOFF_MAX_S = 2.0
+# The kernel caps it at net.core.somaxconn (see :func:`backlog_warning`).
+LISTEN_BACKLOG = 65535
 FAST_POLL_S = 0.005
 FAST_POLL_PERIOD_S = 2.0
 
@@ -133,9 +143,22 @@ def poll_until(
             interval = min(interval * 1.5, max_interval)
 
 
-def host(port: int, op_timeout: float) -> Store:
-    """Node 0: listen on all interfaces; ``port`` 0 picks a free one."""
+def host(port: int, op_timeout: float, address: str | None = None) -> Store:
+    """Node 0: listen on all interfaces; ``port`` 0 picks a free one. ``address``: the
+    name or address the peers reach node 0 by (see :func:`_ipv4_listener`)."""
     dist = _c10d()
+    listener = _ipv4_listener(port, address) if address is not None else None
+    if listener is not None:
+        port = listener.getsockname()[1]
+        try:
+            return _server(dist, port, op_timeout, listener)
+        except TypeError:  # a torch without master_listen_fd (before 2.4): it listens itself
+            listener.close()
+    return _server(dist, port, op_timeout, None)
+
+
+def _server(dist: ModuleType, port: int, op_timeout: float, listener: socket.socket | None) -> Store:
+    extra = {"master_listen_fd": listener.fileno()} if listener is not None else {}
     try:
         store: Store = dist.TCPStore(
             "0.0.0.0",
@@ -145,10 +168,93 @@ def host(port: int, op_timeout: float) -> Store:
             datetime.timedelta(seconds=op_timeout),
             wait_for_workers=False,
             use_libuv=True,
+            **extra,
         )
     except RuntimeError as exc:
+        if listener is not None:
+            listener.detach()  # torch may have closed it: never close a descriptor twice
         raise StoreBindError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if listener is not None:
+        listener.detach()  # the store owns the descriptor now
     return store
+
+
+def _ipv4_listener(port: int, address: str) -> socket.socket | None:
+    """The store's listening socket, IPv4 only, where the peers can only reach node 0 over
+    IPv4; None where ``address`` has an IPv6 address too (torch's client tries IPv6 first,
+    and would be refused) or no IPv4 socket can be made here: torch then listens itself.
+
+    Why not let torch listen: its libuv server listens on a dual-stack IPv6 socket, so every
+    peer arrives as ``::ffff:a.b.c.d``, and it names each accepted peer with
+    ``getnameinfo`` on its one event-loop thread. ``/etc/hosts`` never lists the mapped
+    form, so each accept waits for a reverse DNS query (``[c10d] The hostname of the client
+    socket cannot be retrieved. err=-3`` when the resolver gives up): 1,100 connections took
+    110 s to be accepted here (about 0.1 s each), 5 s and more each where queries are
+    dropped. On an IPv4 socket the peer is a plain IPv4 address, which ``/etc/hosts`` or
+    the node's resolver cache answers (1,100 in 0.05 s here)."""
+    try:
+        socket.getaddrinfo(address, port, socket.AF_INET6, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        pass  # no IPv6 address: the peers come over IPv4
+    else:
+        return None
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("0.0.0.0", port))
+        listener.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StoreBindError(f"port {port} in use ({exc.strerror})") from None
+        return None
+    return listener
+
+
+SOMAXCONN = "/proc/sys/net/core/somaxconn"
+
+
+def backlog_warning(num_nodes: int, path: str = SOMAXCONN) -> str | None:
+    """One line where the kernel's cap on the listen queue is below the launchers that may
+    connect at once (PyTorch warns the same): past it a storm of connects is dropped and
+    retried, or reset."""
+    try:
+        with open(path) as fh:
+            cap = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    if cap >= num_nodes:
+        return None
+    return (
+        f"net.core.somaxconn is {cap}, below the {num_nodes} launchers that connect to the store at "
+        f"start: connections past it wait for retries (sysctl -w net.core.somaxconn={num_nodes} on node 0)"
+    )
+
+
+class _Connecting:
+    """One connection being made on a thread of its own (see :func:`_client`)."""
+
+    def __init__(self, dist: ModuleType, address: str, port: int, timeout: float) -> None:
+        self.done = threading.Event()
+        self.result: Store | BaseException | None = None
+        args = (dist, address, port, timeout)
+        threading.Thread(target=self._make, args=args, name="slurm-ft-store-connect", daemon=True).start()
+
+    def _make(self, dist: ModuleType, address: str, port: int, timeout: float) -> None:
+        try:
+            self.result = dist.TCPStore(
+                address, port, None, False, datetime.timedelta(seconds=timeout), use_libuv=True
+            )
+        except BaseException as exc:  # handed to the caller's thread
+            self.result = exc
+        finally:
+            self.done.set()
+
+
+# Connections still being made when their caller gave up on them, by (address, port): the
+# caller's next attempt waits for that one instead of opening another.
+_pending: dict[tuple[str, int], _Connecting] = {}
+_pending_lock = threading.Lock()
 
 
 def _client(dist: ModuleType, address: str, port: int, timeout: float) -> Store:
@@ -159,26 +265,35 @@ def _client(dist: ModuleType, address: str, port: int, timeout: float) -> Store:
     a time limit: a store whose process is frozen (SIGSTOP, a hung node) still accepts the
     connection in its kernel and never answers, and the constructor blocked for ever
     (measured: over 60 s with a 1 s timeout, torch 2.13), past every join timeout. So the
-    connection is made on a thread of its own and abandoned at the deadline; that thread
-    ends when the host answers or dies, or with the launcher."""
-    made: list[Store | BaseException] = []
+    connection is made on a thread of its own and the caller stops waiting at the deadline.
 
-    def make() -> None:
-        try:
-            made.append(
-                dist.TCPStore(address, port, None, False, datetime.timedelta(seconds=timeout), use_libuv=True)
-            )
-        except BaseException as exc:  # handed to the caller's thread
-            made.append(exc)
-
-    thread = threading.Thread(target=make, name="slurm-ft-store-connect", daemon=True)
-    thread.start()
-    thread.join(timeout + CONNECT_GRACE_S)
-    if not made:
+    The connection itself is not given up with it: torch names the address it connects to
+    with a reverse lookup first (``getnameinfo`` of ``::ffff:a.b.c.d``, which ``/etc/hosts``
+    never answers: a DNS query, 5 s and more where the resolver drops it under a storm of
+    thousands of launchers), so a short attempt would fail every time and each retry would
+    add a connection and a query. It is made with :data:`LOOKUP_ALLOWANCE_S` at least, and
+    the caller's next attempt at the same address and port waits for it."""
+    key = (address, port)
+    with _pending_lock:
+        connecting = _pending.pop(key, None)
+    if connecting is None:
+        connecting = _Connecting(dist, address, port, max(timeout, LOOKUP_ALLOWANCE_S))
+    if not connecting.done.wait(timeout + CONNECT_GRACE_S):
+        with _pending_lock:
+            _pending.setdefault(key, connecting)
         raise RuntimeError(f"{address}:{port} took the connection but did not answer within {timeout:g} s")
-    if isinstance(made[0], BaseException):
-        raise made[0]
-    return made[0]
+    if isinstance(connecting.result, BaseException):
+        raise connecting.result
+    assert connecting.result is not None
+    return connecting.result
+
+
+def backoff(tries: int, draw: Callable[[], float] = random.random) -> float:
+    """Seconds before connect attempt ``tries + 1``: doubling from :data:`BACKOFF_FIRST_S` up
+    to :data:`BACKOFF_MAX_S`, each drawn between half and all of it, so thousands of
+    launchers refused at once (node 0 not up yet, its listen queue full) come back spread."""
+    ceiling = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** min(tries, 16))
+    return ceiling * (0.5 + 0.5 * draw())
 
 
 def connect(
@@ -194,6 +309,7 @@ def connect(
     """Retry until ``deadline`` (monotonic): node 0 may start a little later than us. Each
     attempt may take ``attempt`` seconds (a signal is noticed between two)."""
     dist = _c10d()
+    tries = 0
     while True:
         if abort():
             raise Interrupted()
@@ -203,7 +319,8 @@ def connect(
         try:
             store = _client(dist, address, port, max(0.1, min(attempt, left)))
         except RuntimeError:
-            sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            sleep(min(backoff(tries), max(0.0, deadline - time.monotonic())))
+            tries += 1
             continue
         store.set_timeout(datetime.timedelta(seconds=op_timeout))
         return store

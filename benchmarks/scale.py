@@ -1,0 +1,134 @@
+"""python -m benchmarks.scale: N launchers holding a real launcher's store connections (issue 45).
+
+By hand, not in CI. For each N: node 0 is one process running the real store host and
+node 0's background threads; the N-1 other launchers are threads of peer processes
+(``--per-process`` each), each with the real connect, the real heart-beat, store watchdog
+and halt waiter on three connections of its own (see ``workers/scale_sim.py`` for what is
+and is not simulated). Figures per N: the first connection of all N at once, node 0's
+steady CPU (% of one core) and RSS while every peer heart-beats, and a halt reaching every
+launcher (the restart's first leg). All processes share this machine.
+
+Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--steady 20]
+       [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import proc
+from benchmarks.harness import WORKERS
+
+SCRIPT = WORKERS / "scale_sim.py"
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
+    count = max(1, math.ceil((n - 1) / per_process))
+    bounds = [1 + round(k * (n - 1) / count) for k in range(count + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+def _last_json(text: str) -> dict:
+    lines = [ln for ln in text.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def one_size(n: int, per_process: int, steady_s: float, tmp: Path, *, torch_listener: bool = False) -> dict:
+    port = proc.free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_CPP_LOG_LEVEL": "FATAL"}
+    env["BENCH_SCALE_TORCH_LISTENER"] = "1" if torch_listener else "0"
+    host_out = tmp / f"host{n}.out"
+    with open(host_out, "wb") as out:
+        host = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s)],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    deadline = time.monotonic() + 120
+    while "listening" not in host_out.read_text() and time.monotonic() < deadline:
+        if host.poll() is not None:
+            raise RuntimeError(f"node 0 ended with {host.returncode}")
+        time.sleep(0.05)
+    ranges = peer_ranges(n, per_process)
+    go_at = time.time() + 5 + 1.5 * len(ranges)  # every peer process has imported torch by then
+    peers = []
+    for a, b in ranges:
+        out_path = tmp / f"peers{n}-{a}.out"
+        with open(out_path, "wb") as out:
+            cmd = [sys.executable, str(SCRIPT), "peers", str(n), str(port), str(a), str(b), str(go_at)]
+            peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
+    try:
+        host.wait(timeout=1800)
+        for _, p in peers:
+            p.wait(timeout=600)
+    finally:
+        for p in [host, *(p for _, p in peers)]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    h = _last_json(host_out.read_text())
+    docs = [_last_json(path.read_text()) for path, _ in peers]
+    started = min(d["started"] for d in docs)
+    return {
+        "n": n,
+        "listener": "torch" if torch_listener else "own IPv4",
+        "peer_processes": len(ranges),
+        "first_connection_s": max(d["connected_last"] for d in docs) - started,
+        "node0_steady_cpu_pct": h["steady_cpu_pct"],
+        "node0_rss_mib": h["rss_mib"],
+        "lost_peers": h["lost_peers"],
+        "halt_to_all_s": max(d["woken_last"] for d in docs) - h["halted_at"],
+        "woken": sum(d["woken"] for d in docs),
+        "errors": [e for d in docs for e in d["errors"]][:5],
+        "peer_process_rss_mib": max(d["rss_mib"] for d in docs),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="64,256,1024")
+    p.add_argument("--per-process", type=int, default=64, help="simulated launchers per peer process")
+    p.add_argument("--steady", type=float, default=20.0, help="seconds of node 0's steady CPU measurement")
+    p.add_argument(
+        "--torch-listener",
+        action="store_true",
+        help="node 0 lets torch listen (dual-stack, a reverse lookup per accept): the code before issue 45",
+    )
+    p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))
+    rows = []
+    for n in sizes:
+        row = one_size(n, args.per_process, args.steady, tmp, torch_listener=args.torch_listener)
+        rows.append(row)
+        print(
+            f"N={n:5d} first connection {row['first_connection_s']:7.2f} s  "
+            f"node 0 steady CPU {row['node0_steady_cpu_pct']:5.2f} % RSS {row['node0_rss_mib']:6.0f} MiB  "
+            f"halt to all {row['halt_to_all_s']:6.3f} s  woken {row['woken']}/{n - 1}  "
+            f"lost {row['lost_peers']}  errors {len(row['errors'])}",
+            flush=True,
+        )
+    command = "python -m benchmarks.scale " + " ".join(argv if argv is not None else sys.argv[1:])
+    doc = {"command": command, "when": datetime.datetime.now(datetime.UTC).isoformat(), "rows": rows}
+    out = args.out or RESULTS / f"scale-{datetime.date.today().isoformat()}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

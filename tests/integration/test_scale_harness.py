@@ -1,0 +1,22 @@
+"""The scale harness (issue 45) at a small size: 16 launchers with a real launcher's store
+connections, every peer told of a halt, none lost, node 0's figures measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.scale import one_size
+
+
+@pytest.mark.timeout(180)
+def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
+    row = one_size(16, 8, 2.0, tmp_path)
+    assert row["errors"] == []
+    assert row["woken"] == 15
+    assert row["lost_peers"] == 0
+    assert row["peer_processes"] == 2
+    assert 0 <= row["first_connection_s"] < 120
+    assert 0 <= row["halt_to_all_s"] < 60
+    assert row["node0_steady_cpu_pct"] >= 0 and row["node0_rss_mib"] > 0
