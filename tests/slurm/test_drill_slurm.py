@@ -44,11 +44,6 @@ def _steps(work: Path) -> int:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=False,
-    reason="timing-dependent: failed once in a clean-clone CI run (a fault charged 0.0 s), passed in "
-    "the run before; under investigation (see the stop note)",
-)
 def test_a_scheduled_drill_reaches_other_nodes_and_the_report_charges_each_fault(slurm_cluster):
     work = prepare(slurm_cluster, "drill")
     shutil.copy(TRAINER, work / TRAINER.name)
