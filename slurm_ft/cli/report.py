@@ -144,7 +144,7 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str], cwd: str) -> int:
 
         print("\n".join(story.lines(files, report)))
     elif args.json:
-        print(json.dumps(jsonout.round_durations(jsonout.to_json(report)), indent=2, sort_keys=True))
+        print(json.dumps(jsonout.published(report), indent=2, sort_keys=True))
     else:
         from slurm_ft.report import text
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from slurm_ft import health
-from slurm_ft.exitcodes import signal_name
+from slurm_ft.exitcodes import signal_by_name, signal_name
 from slurm_ft.health import periodic
 from slurm_ft.launch import hang, policy
 from slurm_ft.launch.bookkeeping import Bookkeeper
@@ -358,6 +358,19 @@ class Member:
                 return []
             hurry = self._interrupted_again if end.signum == signal.SIGINT else None
             return workers.stop(end.signum, launch.term_timeout, hurry=hurry, wake_fds=(self.sig.fd,))
+        relayed = self._relayed_signal(end.failure)
+        if relayed is not None and workers is not None:
+            # Another launcher received a signal forwarded to the whole job (preemption,
+            # the time limit's warning, scancel --signal): this node's may be a moment
+            # behind. Its workers get the same signal and the same long grace, never the
+            # failure stop's TERM and 0.2 s: a checkpoint on that signal needs every rank
+            # (issue 47: the README example's rank 0 was killed before it logged USR1).
+            assert end.failure is not None
+            self.ev.event(
+                f"cycle {cycle} stopped: {end.failure.describe()}; forwarding {signal_name(relayed)} "
+                f"to workers; waiting up to {launch.term_timeout:g} s for them to exit"
+            )
+            return workers.stop(relayed, launch.term_timeout, wake_fds=(self.sig.fd,))
         if end.failure is not None:
             where = output_note(self.cfg.settings.applog, cycle, end.failure)
             self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")
@@ -378,6 +391,14 @@ class Member:
         return workers.stop(
             self._termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
         )
+
+    def _relayed_signal(self, failure: Failure | None) -> int | None:
+        """The signal another launcher received and ended the cycle on, when it is one this
+        launcher forwards too; None for any other ending."""
+        if failure is None or failure.kind is not FailureKind.SIGNAL:
+            return None
+        signum = signal_by_name(failure.signal)
+        return signum if signum in self.sig.signals else None
 
 
 def node_checks(cfg: AgentConfig, i: int, baseline: health.Baseline | None) -> health.Report | None:

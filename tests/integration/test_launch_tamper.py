@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -85,29 +86,44 @@ class Outsider(threading.Thread):
         self.rounds = 0
         self.touched: set[str] = set()
         self.error: BaseException | None = None
+        self.port: int | None = None  # node 0's, once it listens
 
     def run(self) -> None:
         try:
             store = None
             while store is None and not self.stopped.is_set():
+                self.port = _store_port(self.job)
                 try:  # only once node 0 listens: a TCPStore client retries for seconds
-                    socket.create_connection(("127.0.0.1", self.job.port), timeout=1).close()
-                    store = _raw_store(self.job.port)
+                    if self.port is None:
+                        raise OSError("node 0 does not listen yet")
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    store = _raw_store(self.port)
                 except (OSError, RuntimeError):
                     time.sleep(0.05)
             while not self.stopped.wait(ROUND_S):
                 try:
                     self.act(store, list(store.list_keys()))
-                except RuntimeError:  # node 0 gone (the job ended): reconnect or stop
-                    if self.stopped.is_set():
+                except RuntimeError:  # node 0 gone (the job ended): stop; else reconnect
+                    # Never a connect to a port nobody serves any more: it blocks for the
+                    # client's 5 s, and a thread still in torch's constructor when pytest
+                    # exits aborts the whole run ("terminate called", seen under load).
+                    if self.stopped.is_set() or self.job.node(0).proc.poll() is not None:
                         return
                     try:
-                        store = _raw_store(self.job.port)
+                        store = _raw_store(self.port)
                     except RuntimeError:
                         return
                 self.rounds += 1
         except BaseException as exc:  # a broken test helper must show
             self.error = exc
+
+
+def _store_port(job: SimJob) -> int | None:
+    """The port node 0 listens on, as its log says: the first of the job's port sequence,
+    or the next one when that was taken (on a loaded host torch's own connect to a new
+    store can time out, and node 0 then moves on, as the peers do)."""
+    m = re.search(r"rendezvous store listening on port (\d+)", job.node(0).err())
+    return int(m.group(1)) if m else None
 
 
 def _keys(job: SimJob) -> proto.Keys:
@@ -182,7 +198,8 @@ def _run(tmp_path: Path, make_act) -> tuple[SimJob, Outsider]:
     finally:
         outsider.stopped.set()
         job.kill()
-    outsider.join(10)
+    outsider.join(30)
+    assert not outsider.is_alive(), "the outsider thread outlived its job"
     assert outsider.error is None, repr(outsider.error)
     assert codes == [0, 0], job.dump()
     return job, outsider
@@ -246,13 +263,14 @@ def _wire_attack(job: SimJob, holder: list[Outsider]) -> Callable[[object, list[
     held: list[socket.socket] = []
 
     def act(store, listed: list[str]) -> None:
-        with socket.create_connection(("127.0.0.1", job.port), timeout=2) as s:
+        port = holder[0].port
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
             s.sendall(rng.randbytes(rng.choice([1, 7, 64, 4096])))
-        half = socket.create_connection(("127.0.0.1", job.port), timeout=2)
+        half = socket.create_connection(("127.0.0.1", port), timeout=2)
         half.sendall(bytes([rng.randrange(256)]) + rng.randbytes(3))  # a header cut short
         held.append(half)
         if len(held) < 200:
-            held.extend(socket.create_connection(("127.0.0.1", job.port), timeout=2) for _ in range(20))
+            held.extend(socket.create_connection(("127.0.0.1", port), timeout=2) for _ in range(20))
         holder[0].touched.add(f"{len(held)} connections")
 
     return act

@@ -44,11 +44,6 @@ def _steps(work: Path) -> int:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=False,
-    reason="timing-dependent: failed once in a clean-clone CI run (a fault charged 0.0 s), passed in "
-    "the run before; under investigation (see the stop note)",
-)
 def test_a_scheduled_drill_reaches_other_nodes_and_the_report_charges_each_fault(slurm_cluster):
     work = prepare(slurm_cluster, "drill")
     shutil.copy(TRAINER, work / TRAINER.name)
@@ -121,7 +116,10 @@ def test_a_scheduled_drill_reaches_other_nodes_and_the_report_charges_each_fault
     assert faults[1]["detection_s"] >= 2  # a silent launcher is found by the heart-beat timeout (3 s)
     assert doc["cycles"][-1]["outcome"] == "succeeded"
     t = doc["totals"]
-    assert t["split_cycles"] >= 3 and t["startup_s"] > 0 and t["lost_work_s"] > 0
+    # Lost work may be 0: this trainer's ranks do not wait for each other, so rank 0 (on
+    # node1) goes on checkpointing after node2's ranks die, and a checkpoint node 0 reads
+    # after the failure keeps the work up to the failure (seen: 0.0 in 1 run of 8).
+    assert t["split_cycles"] >= 3 and t["startup_s"] > 0 and t["lost_work_s"] >= 0
     parts = ("progress_s", "no_progress_s", "unknown_progress_s", "restart_overhead_s", "between_attempts_s")
     assert sum(t[k] for k in (*parts, "startup_s", "lost_work_s", "stopping_s")) == pytest.approx(
         t["wall_clock_s"], abs=0.01

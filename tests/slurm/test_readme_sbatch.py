@@ -83,11 +83,6 @@ def _iteration(work: Path) -> int:
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.xfail(
-    strict=False,
-    reason="timing-dependent: failed once in a clean-clone CI run (rank 0 never logged the signal), "
-    "passed in the run before; under investigation (see the stop note)",
-)
 @pytest.mark.parametrize("index", range(len(sbatch_examples(README.read_text()))))
 def test_readme_sbatch_example_survives_its_signal(slurm_cluster, index: int) -> None:
     example = sbatch_examples(README.read_text())[index]

@@ -225,6 +225,11 @@ def test_signal_during_a_cycle_is_forwarded_and_ends_the_job(tmp_path):
     assert "received SIGTERM: forwarding to workers" in c.node(1).events()
     assert "stopped 1 worker(s) with SIGTERM" in c.node(1).events()
     assert "stopping: node1 received SIGTERM (exit 143)" in c.node(0).events()
+    # Node 0's workers are sent the same signal with the same grace (issue 47).
+    assert (
+        "cycle 0 stopped: node1 (node 1): launcher received SIGTERM; forwarding SIGTERM to workers"
+        in c.node(0).events()
+    )
     out = c.outcome()
     assert out["first_failure"]["kind"] == "signal" and out["first_failure"]["signal"] == "SIGTERM"
     assert (out["exit_code"], out["lost_nodes"]) == (143, [])

@@ -54,7 +54,9 @@ def test_base_join_and_decision(host):
     assert not host.joined(0, [1, 2]) and not host.unhealthy_said(0)
     p.join(0, proto.JoinInfo(1, "node1", "h1", 11))
     p.join(0, proto.JoinInfo(2, "node2", "h2", 12, unhealthy="nic: ib0 down"))
-    assert host.joined(0, [1, 2]) and not host.joined(0, [0, 1, 2]) and host.unhealthy_said(0)
+    # A TCPStore set is not answered: the peer's writes reach node 0 after its return.
+    wait_until(lambda: host.joined(0, [1, 2]) and host.unhealthy_said(0), 5, message="the join records")
+    assert not host.joined(0, [0, 1, 2])
     infos = host.join_records(0, 3)
     assert infos[0] is None and infos[2].unhealthy == "nic: ib0 down"
     d = proto.Decision(proto.Action.RUN, 4, master_port=1234, nodes=("a", "b", "c"))
@@ -263,6 +265,44 @@ def test_forged_values_from_a_raw_store_client_are_ignored_and_reported_once():
     )
     # what an outsider without the secret would guess is not where the job looks
     assert keys.failure(0).startswith(f"slurm_ft/{sealer.namespace}/sealed-a0/")
+
+
+def test_a_forgery_in_a_waited_key_is_cleared_and_the_writers_next_write_is_read_at_once():
+    """Issue 47: a peer that looked again 0.2 s after each forgery, next to an outsider
+    overwriting the base every 0.2 s, caught node 0's once-a-second rewrite only by luck
+    (3 to 15 s, now and then past the join timeout). The forgery is deleted instead, so
+    the peer's wait wakes at the very next write, node 0's included."""
+    import threading
+
+    from slurm_ft.launch.rendezvous.sealing import Sealer
+
+    sealer = Sealer(b"this job's secret, 32 bytes long")
+    keys = proto.Keys("cleared-a0", sealer.namespace)
+    h = Client.host(0, keys, 5.0, sealer)
+    base = proto.Base(0, "u")
+    h.prepare(2, base)
+    p = Client.connect(
+        "127.0.0.1",
+        h.port,
+        keys,
+        deadline=time.monotonic() + 10,
+        op_timeout=5.0,
+        abort=never,
+        sleep=time.sleep,
+        sealer=sealer,
+    )
+    out = _outsider(h.port)
+    out.set(keys.base, b"sft1:" + b"0" * 64 + b":{}")
+    got: list[proto.Base | None] = []
+    reader = threading.Thread(
+        target=lambda: got.append(p.wait_base(deadline=time.monotonic() + 60, abort=never))
+    )
+    reader.start()
+    wait_until(lambda: not out.check([keys.base]), 10, message="the forged base deleted by its reader")
+    assert reader.is_alive() and not got  # waiting for a write, not reading the forgery again
+    h.reassert()  # node 0 restores the base, as its join loop does once a second
+    reader.join(10)
+    assert got == [base]
 
 
 def _shapes(replay: bytes) -> list[bytes]:

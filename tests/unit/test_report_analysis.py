@@ -261,6 +261,28 @@ def test_json_of_a_synthetic_report_validates_against_the_shipped_schema():
     assert minischema.errors({"report_version": 2}, schema)  # and the validator does reject
 
 
+def test_the_printed_goodput_is_the_printed_progress_over_the_printed_wall_clock():
+    """Issue 47: a 0.4 s run whose unrounded ratio the rounded durations contradicted."""
+    files = StateFiles(
+        path=Path("/state"),
+        cycles=[cycle(0, RUN_A, 0, 0.0, 0.37444, "succeeded")],
+        outcomes=[outcome(RUN_A, 0, 0.40006, 0, "finished")],
+        ledger=Ledger(cycles=[entry(0, 0, 0, 40, 0.0, 0.37444)], source="iteration-file:/ckpt/latest"),
+    )
+    report = analyse(files)
+    assert report.totals.goodput_ratio == pytest.approx(0.37444 / 0.40006)
+    t = jsonout.published(report)["totals"]
+    assert (t["progress_s"], t["wall_clock_s"]) == (0.374, 0.4)
+    assert t["goodput_ratio"] == t["progress_s"] / t["wall_clock_s"] == t["goodput_upper_bound"]
+    schema = json.loads(jsonout.schema_path().read_text())
+    blind = jsonout.published(analyse(two_attempts(None)))
+    assert blind["totals"]["goodput_ratio"] is None
+    assert blind["totals"]["goodput_upper_bound"] == pytest.approx(
+        blind["totals"]["unknown_progress_s"] / blind["totals"]["wall_clock_s"]
+    )
+    assert minischema.errors(jsonout.published(report), schema) == []
+
+
 def test_a_long_queue_wait_is_drawn_broken_so_the_cycles_stay_visible():
     files = two_attempts(LEDGER)
     files.cycles[2] = cycle(2, RUN_B, 1, 36_000, 36_050, "succeeded")

@@ -112,7 +112,19 @@ def sealed_when_set(
     abort: Callable[[], bool],
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
-    counts as not set (until its real writer overwrites it)."""
+    counts as not set (until its real writer overwrites it).
+
+    A forgery is deleted, so that the wait in :func:`when_set` wakes at the key's next
+    write and reads it at once. Looking again a little later would be a sample, which
+    someone who overwrites the key more often than its writer restores it
+    (:meth:`Client.reassert`, once a second) starves (issue 47: a peer sampling every
+    0.2 s beside an outsider writing every 0.2 s took 3 to 15 s to catch the run's base,
+    now and then past the join timeout). Deleting a value that is not the protocol's
+    loses nothing: should the writer's value have arrived between the read and the
+    delete, its next reassert restores it. One delete per ``MIN_WAIT_S`` at most, so that
+    a flood of forgeries is paced by this loop and not multiplied by it on node 0's
+    store (a value written meanwhile is read by the first look of :func:`when_set`).
+    """
     while True:
         raw = when_set(store, key, deadline=deadline, abort=abort)
         if raw is None:
@@ -120,10 +132,8 @@ def sealed_when_set(
         value = opened(sealer, key, raw, parse)
         if value is not None:
             return value
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        time.sleep(min(WAIT_CHUNK_S, left))
+        store.delete_key(key)
+        time.sleep(max(0.0, min(MIN_WAIT_S, deadline - time.monotonic())))
 
 
 def ensure(store: Store, key: str, sealed: str) -> bool:
