@@ -2,8 +2,10 @@
 
 Run by :mod:`slurm_ft.launch.snapshots.persist` as ``python -m`` with a deadline; it prints
 one JSON line per snapshot (written or not, and why) as it goes, so the launcher knows what
-was persisted even if a later one fails. The tensors are mapped from shared memory, never
-copied first (``reader.load(copy=False)``: the workers are gone, nothing rewrites the slot).
+was persisted even if a later one fails. By default each snapshot's slot file is copied as
+bytes (:func:`slurm_ft.snapshot.persisted.save`): the child never imports torch. Only a
+trainer's persist hook, which takes the state dict, loads the tensors (mapped from shared
+memory, never copied first: the workers are gone, nothing rewrites the slot).
 """
 
 from __future__ import annotations
@@ -41,12 +43,11 @@ def main(argv: list[str]) -> int:
     hook = _hook(ns.hook, ns.cwd) if ns.hook else None
     for info in reader.describe(Path(ns.area)):
         try:
-            state = reader.load(info, copy=False)
             if hook is not None:
-                hook(info.rank, info.step, state, ns.dir)
+                hook(info.rank, info.step, reader.load(info, copy=False), ns.dir)
                 where = ns.hook
             else:
-                where = str(persisted.save(Path(ns.dir), info, state))
+                where = str(persisted.save(Path(ns.dir), info))
         except Exception as exc:  # one snapshot's failure is said, the others still written
             _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
             continue
