@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+HOLD_WAIT_S = 2.0  # a worker that outlived its stop may be mid-write: one write's time
+
 
 def _hook(spec: str, cwd: str) -> Callable[[int, int, dict[str, object], str | None], object]:
     module, _, function = spec.partition(":")
@@ -41,17 +43,25 @@ def main(argv: list[str]) -> int:
     from slurm_ft.snapshot import persisted, reader
 
     hook = _hook(ns.hook, ns.cwd) if ns.hook else None
-    for info in reader.describe(Path(ns.area)):
-        try:
-            if hook is not None:
-                hook(info.rank, info.step, reader.load(info, copy=False), ns.dir)
-                where = ns.hook
-            else:
-                where = str(persisted.save(Path(ns.dir), info))
-        except Exception as exc:  # one snapshot's failure is said, the others still written
-            _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
-            continue
-        _say(info.rank, info.replicated, info.step, ok=True, where=where)
+    area = Path(ns.area)
+    for key in reader.keys(area):
+        # held still while it is written: a worker still alive skips its snapshots meanwhile
+        with reader.held_still(area, key, wait_s=HOLD_WAIT_S) as info:
+            if info is None:
+                held = reader.newest(area, key)
+                if held is not None:
+                    _say(held.rank, held.replicated, held.step, ok=False, problem="a writer holds it")
+                continue
+            try:
+                if hook is not None:
+                    hook(info.rank, info.step, reader.load(info, copy=False), ns.dir)
+                    where = ns.hook
+                else:
+                    where = str(persisted.save(Path(ns.dir), info))
+            except Exception as exc:  # one snapshot's failure is said, the others still written
+                _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
+                continue
+            _say(info.rank, info.replicated, info.step, ok=True, where=where)
     return 0
 
 
