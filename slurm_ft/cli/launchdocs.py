@@ -95,7 +95,7 @@ MEANING: dict[str, str] = {
     "--snapshot-persist-dir": (
         "where the launchers write the newest complete snapshot on the way out of an attempt "
         "(each rank's snapshot file copied as bytes, `rank-RRRRR.step<N>.snap`: no torch, so it "
-        "fits a signal's grace period; `slurm_ft.snapshot.persisted.export` makes a `torch.save` "
+        "fits a signal's grace period; `slurm-ft-snapshot export` makes a `torch.save` "
         "file of one): a preemption or time-limit signal, a cycle that ends the "
         "attempt (no restart or spare left) and the job's end, even when the workers are gone; "
         "the next attempt's `restore_snapshot()` falls back to it (source `persisted`). What "

@@ -167,5 +167,6 @@ def export(path: Path, out: Path) -> int:
         "replicated": info.replicated,
         "state": state,
     }
-    torch.save(doc, out)
+    with open(out, "wb") as fh:  # an output that cannot be opened is an OSError, not torch's
+        torch.save(doc, fh)
     return info.step
