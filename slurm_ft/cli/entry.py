@@ -46,6 +46,10 @@ def logs() -> NoReturn:
     _run("slurm_ft.cli.logs")
 
 
+def snapshot() -> NoReturn:
+    _run("slurm_ft.cli.snapshot")
+
+
 def collect_from_now_on() -> None:
     """Freeze what exists and resume the collector, if a command's start paused it."""
     if not gc.isenabled():

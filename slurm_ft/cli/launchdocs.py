@@ -93,17 +93,20 @@ MEANING: dict[str, str] = {
         "[snapshots](../guides/snapshots.md))"
     ),
     "--snapshot-persist-dir": (
-        "where the launchers write the newest complete snapshot (one `torch.save` per rank) on "
-        "the way out of an attempt: a preemption or time-limit signal, a cycle that ends the "
+        "where the launchers write the newest complete snapshot on the way out of an attempt "
+        "(each rank's snapshot file copied as bytes, `rank-RRRRR.step<N>.snap`: no torch, so it "
+        "fits a signal's grace period; `slurm-ft-snapshot export` makes a `torch.save` "
+        "file of one): a preemption or time-limit signal, a cycle that ends the "
         "attempt (no restart or spare left) and the job's end, even when the workers are gone; "
         "the next attempt's `restore_snapshot()` falls back to it (source `persisted`). What "
         "could not be persisted is said in the outcome record"
     ),
     "--snapshot-persist-hook": (
-        "persist through the trainer's own function instead of `torch.save`: the launcher imports "
+        "persist through the trainer's own function instead of the byte copy: the launcher imports "
         "MODULE (from the job's working directory) in a child and calls "
         "`FUNCTION(rank, step, state, directory)` for each rank's newest snapshot (`directory`: "
-        "`--snapshot-persist-dir`, or None)"
+        "`--snapshot-persist-dir`, or None); the child imports torch to hand it the state, which "
+        "takes seconds of CPU on a loaded node: leave `--term-timeout` room for it"
     ),
     "--snapshot-persist-timeout": (
         "the longest the launchers' persist may take, in a child the launcher abandons at the "

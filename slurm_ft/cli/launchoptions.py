@@ -425,7 +425,7 @@ SNAPSHOTS = OptionGroup(
             dest="snapshot_persist_dir",
             metavar="DIR",
             help="on a preemption, a last cycle or the job's end, the launchers write the newest "
-            "snapshot here (torch.save per rank); the requeued attempt restores from it",
+            "snapshot here (each rank's snapshot file, copied); the requeued attempt restores from it",
             setting="launch.snapshot_persist_dir",
         ),
         _opt(

@@ -169,6 +169,20 @@ COMMANDS: tuple[Command, ...] = (
             ("130", "interrupted (^C; also how `-f` is ended by hand)"),
         ),
     ),
+    Command(
+        "slurm-ft-snapshot",
+        "snapshot",
+        "the launchers' persisted snapshots for other tools",
+        ("export FILE OUT",),
+        (
+            ("0", "written"),
+            (
+                "2",
+                "bad input, one line on stderr: usage, a file that is not a whole snapshot, an "
+                "output that cannot be written",
+            ),
+        ),
+    ),
 )
 
 # The setting each option of a command other than the launcher sets (the launcher's own

@@ -1,14 +1,24 @@
-"""The persisted copy of a snapshot: what the launchers write to durable storage on the
-way out of an attempt (``--snapshot-persist-dir``), and what the next attempt's restore
-falls back to when the node's memory holds nothing.
+"""The persisted copy of a snapshot: what the launchers write to durable storage on the way
+out of an attempt (``--snapshot-persist-dir``), and what the next attempt's restore falls
+back to when the node's memory holds nothing.
 
-One ``torch.save`` file per rank (``rank-RRRRR.step<N>.pt``), or for the replicated state
-(``replicated.step<N>.pt``), each holding the step, the placement it was taken in and the
-state. Written to a temporary name, flushed to disk, then renamed: a persist cut short (a
-deadline, a dead mount) leaves the previous complete file, never a torn one. The step is in
-the name because several launchers may persist the same key (every node holds a replicated
-copy; a node that was replaced still holds its ranks' older snapshots): the newest step
-wins whoever writes last, and a save removes only the key's older files.
+The persisted copy is the snapshot's own slot file, copied as bytes (``rank-RRRRR.step<N>.snap``,
+or ``replicated.step<N>.snap`` for the node's copy of replicated state): its sealed header
+says the step, the placement and the payload's size, and it is loaded like any slot
+(:func:`slurm_ft.snapshot.reader.load`). No torch at the breakpoint: a ``torch.save`` of
+the state meant importing torch in the persisting child (1.5-3.5 s of CPU on a loaded
+2-core node) and pickling every tensor, and four launchers doing that at once at a
+preemption did not finish in a 10 s grace period (the 20-minute goodput run of issue 43).
+A copy of 1 GiB is a page-cache write and an fsync (``benchmarks.snapshot_persist``).
+Whoever wants a ``torch.save`` file has :func:`export`, or a persist hook.
+
+Written to a temporary name, flushed to disk, then renamed: a persist cut short (a
+deadline, a dead mount) leaves the previous complete file, never a torn one. The source
+slot's seal is read again after the copy: a slot rewritten meanwhile (a leftover writer)
+is reported, not persisted. The step is in the name because several launchers may persist
+the same key (every node holds a replicated copy; a node that was replaced still holds its
+ranks' older snapshots): the newest step wins whoever writes last, and a save removes only
+the key's older files.
 """
 
 from __future__ import annotations
@@ -18,13 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_ft import privatefiles
-from slurm_ft.snapshot import layout
+from slurm_ft.snapshot import layout, reader
 
 if TYPE_CHECKING:
     from slurm_ft.snapshot.reader import SnapshotInfo
 
-FORMAT_VERSION = 1
-SUFFIX = ".pt"
+SUFFIX = layout.SUFFIX
+_CHUNK = 64 << 20  # one sendfile call at most: a deadline's SIGKILL lands between calls
 
 
 def _key(rank: int, replicated: bool) -> str:
@@ -51,30 +61,47 @@ def _steps(directory: Path, rank: int, replicated: bool) -> list[tuple[int, Path
     return sorted(found, reverse=True)
 
 
-def save(directory: Path, info: SnapshotInfo, state: dict[str, object]) -> Path:
-    """Write ``state`` (the snapshot ``info`` describes) durably; returns its path."""
-    import torch
+def _copy(src: int, dst: int, size: int) -> None:
+    """``size`` bytes of ``src`` from its start into ``dst`` (in the kernel where it can)."""
+    done = 0
+    while done < size:
+        try:
+            sent = os.sendfile(dst, src, done, min(_CHUNK, size - done))
+        except OSError:  # a file system without sendfile into it: through user space
+            sent = os.write(dst, os.pread(src, min(_CHUNK, size - done), done))
+        if sent <= 0:
+            raise reader.Torn("the slot is shorter than its header says")
+        done += sent
 
+
+def save(directory: Path, info: SnapshotInfo) -> Path:
+    """Copy the slot ``info`` describes into ``directory`` durably; returns the copy's path.
+    Raises :class:`slurm_ft.snapshot.reader.Torn` when the slot changed meanwhile, OSError
+    when the directory cannot take it."""
     directory.mkdir(parents=True, exist_ok=True)
     target = path_for(directory, info.rank, info.replicated, info.step)
-    doc = {
-        "version": FORMAT_VERSION,
-        "step": info.step,
-        "rank": info.rank,
-        "world_size": info.world_size,
-        "replicated": info.replicated,
-        "state": state,
-    }
-    fd, tmp = privatefiles.create_file(directory, f".{target.name}.")
+    expected = layout.Sealed(info.header, info.generation)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(doc, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        _unlink(tmp)
-        raise
+        src = os.open(info.path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise reader.Torn(f"{info.path}: {exc.strerror}") from None
+    try:
+        fd, tmp = privatefiles.create_file(directory, f".{target.name}.")
+        try:
+            try:
+                _copy(src, fd, info.header.file_size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            copied = reader.read_header(Path(tmp))
+            if copied != expected or layout.decode(os.pread(src, layout.HEADER_SIZE, 0)) != expected:
+                raise reader.Torn(f"{info.path}: rewritten while it was copied")
+            os.replace(tmp, target)
+        except BaseException:
+            _unlink(tmp)
+            raise
+    finally:
+        os.close(src)
     dir_fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
@@ -93,22 +120,53 @@ def _unlink(path: str) -> None:
         pass
 
 
+def describe(path: Path) -> SnapshotInfo | None:
+    """A persisted file as a snapshot (its sealed header), or None: not one, torn, short."""
+    sealed = reader.read_header(path)
+    if sealed is None:
+        return None
+    key = layout.REPLICATED if sealed.header.replicated else layout.rank_key(sealed.header.rank)
+    return reader.SnapshotInfo(key, path, sealed.generation, sealed.header)
+
+
 def load(directory: Path, rank: int, world_size: int) -> tuple[int, dict[str, object]] | None:
     """The persisted step and state of ``rank`` (its own newest file, else the newest
-    replicated copy);
-    None when there is none, or it was taken with another world size or by another rank."""
-    import torch
-
+    replicated copy); None when there is none, or it was taken with another world size or
+    by another rank. Raises :class:`slurm_ft.snapshot.reader.Torn` for a file that is not
+    a whole snapshot."""
     for replicated in (False, True):
         newest = _steps(directory, rank, replicated)
         if not newest:
             continue
-        doc = torch.load(newest[0][1], map_location="cpu", weights_only=False)
-        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+        step, path = newest[0]
+        info = describe(path)
+        if info is None:
+            raise reader.Torn(f"{path}: not a complete snapshot")
+        if info.step != step or info.replicated != replicated:
+            raise reader.Torn(f"{path}: its header says step {info.step}, not the step in its name")
+        if info.world_size != world_size or (not replicated and info.rank != rank):
             continue
-        if doc.get("world_size") != world_size or (not replicated and doc.get("rank") != rank):
-            continue
-        step, state = doc.get("step"), doc.get("state")
-        if isinstance(step, int) and isinstance(state, dict):
-            return step, state
+        return step, reader.load(info, copy=True)
     return None
+
+
+def export(path: Path, out: Path) -> int:
+    """A persisted file as one ``torch.save`` file (``{"step", "rank", "world_size",
+    "replicated", "state"}``), for tools that read those; returns its step. Raises
+    :class:`slurm_ft.snapshot.reader.Torn` for a file that is not a whole snapshot."""
+    import torch
+
+    info = describe(path)
+    if info is None:
+        raise reader.Torn(f"{path}: not a complete snapshot")
+    state = reader.load(info, copy=False)
+    doc = {
+        "step": info.step,
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "replicated": info.replicated,
+        "state": state,
+    }
+    with open(out, "wb") as fh:  # an output that cannot be opened is an OSError, not torch's
+        torch.save(doc, fh)
+    return info.step

@@ -33,7 +33,7 @@ def _log(path: str, doc: dict) -> None:
         os.close(fd)
 
 
-def _hash(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
+def state_hash(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
     h = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         h.update(name.encode())
@@ -82,7 +82,10 @@ def main() -> int:
         model.load_state_dict(doc["model"])
         opt.load_state_dict(doc["opt"])
         step, source = doc["step"], "checkpoint"
-    _log(log, {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": _hash(model, opt)})
+    _log(
+        log,
+        {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": state_hash(model, opt)},
+    )
 
     while step < a.steps:
         step += 1
@@ -92,7 +95,7 @@ def main() -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": _hash(model, opt)})
+        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": state_hash(model, opt)})
         kept = worker.snapshot(step, {"model": model.state_dict(), "opt": opt.state_dict()})
         if not kept:
             _log(log, {"event": "refused", "cycle": cycle, "step": step})

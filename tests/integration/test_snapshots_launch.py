@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -274,3 +276,53 @@ def test_the_persist_hook_gets_each_snapshot_and_a_stuck_one_is_abandoned_and_sa
         stuck.assert_no_orphans()
     finally:
         stuck.kill()
+
+
+def burn_cpu(count: int) -> list[subprocess.Popen[bytes]]:
+    """Busy processes: the node's cores taken, as by workers that are still exiting."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+@pytest.mark.timeout(120)
+def test_a_preemption_on_a_loaded_node_persists_the_newest_step_within_a_short_term_timeout(tmp_path):
+    """The breakpoint at its hardest: SIGTERM with --term-timeout 3 (under a second left for the
+    persist once the workers are stopped and the records' share is kept) while two CPU
+    burners hold this 2-core machine. A persist that imports torch (1.5-3.5 s of CPU) does
+    not finish there; the slot file copied as bytes does, and it is the newest step's state."""
+    import torch
+
+    from slurm_ft.snapshot import persisted
+    from tests.integration.snapshot_trainer import state_hash
+
+    out = tmp_path / "persisted"
+    args = [*BASE, "--max-restarts", "0", "--term-timeout", "3", "--snapshot-persist-dir", str(out)]
+    job = SimJob(tmp_path, 1, args, trainer(tmp_path, "--steps", "100000"), job_id=unique("43008")).start()
+    burners: list[subprocess.Popen[bytes]] = []
+    try:
+        wait_until(
+            lambda: any(e["event"] == "step" and e["step"] >= 5 for e in events(tmp_path, 0)),
+            60,
+            message="rank 0 past step 5\n" + job.dump(),
+        )
+        burners = burn_cpu(2)
+        os.kill(job.node(0).proc.pid, signal.SIGTERM)
+        assert job.wait(30) == [128 + signal.SIGTERM], job.dump()
+        doc = json.loads((job.state / "snapshots" / "persisted-attempt0-node0.json").read_text())
+        assert doc["why"] == "signal SIGTERM" and not doc["not_persisted"], doc
+        newest = max(e["step"] for e in events(tmp_path, 0) if e["event"] == "step")
+        step, state = persisted.load(out, 0, 1) or (-1, {})
+        # the trainer logs a step before it hands it over: SIGTERM may fall between the two
+        assert step in (newest, newest - 1), (step, newest)
+        assert doc["persisted"] == [f"rank 0 step {step} -> {persisted.path_for(out, 0, False, step)}"]
+        model = torch.nn.Linear(32, 32)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model.load_state_dict(state["model"])  # type: ignore[arg-type]
+        opt.load_state_dict(state["opt"])  # type: ignore[arg-type]
+        logged = {e["step"]: e["hash"] for e in events(tmp_path, 0) if e["event"] == "step"}
+        assert state_hash(model, opt) == logged[step]
+        job.assert_no_orphans()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+        job.kill()

@@ -123,7 +123,7 @@ def test_the_docs_say_what_the_errors_say(clean, capsys):
     assert f"`{said}`" in prose
 
 
-COMMANDS = ("launch", "healthcheck", "progress", "report", "logs", "drill")
+COMMANDS = ("launch", "healthcheck", "progress", "report", "logs", "drill", "snapshot")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -199,19 +199,45 @@ def test_a_cycle_whose_workers_kept_no_new_snapshot_is_said():
 
 @pytest.mark.torch
 def test_the_newest_persisted_step_wins_whichever_node_writes_last(tmp_path):
+    import os
+
     import torch
 
-    from slurm_ft.snapshot import layout, persisted
-    from slurm_ft.snapshot.reader import SnapshotInfo
+    from slurm_ft.snapshot import layout, persisted, reader, writer
 
-    def info(step: int) -> SnapshotInfo:
-        header = layout.Header(step, 3, 0, True, 0, 0, 1, 0, 1, layout.Origin.WRITTEN, 0, 0)
-        return SnapshotInfo(layout.REPLICATED, tmp_path / "x", 1, header)
+    out = tmp_path / "persisted"
 
-    persisted.save(tmp_path, info(4276), {"w": torch.full((2,), 4276.0)})
-    persisted.save(tmp_path, info(1718), {"w": torch.full((2,), 1718.0)})  # a stale node, last
-    step, state = persisted.load(tmp_path, 2, 3) or (None, {})
+    def slot(node: int, step: int) -> reader.SnapshotInfo:
+        """Node ``node``'s replicated copy of ``step`` (world size 3), in its own area."""
+        where = tmp_path / f"node{node}"
+        where.mkdir(exist_ok=True)
+        me = writer.Identity(3, 0, node, 0, 1, 1, os.getpid(), None)
+        kept = writer.SlotWriter(where, layout.REPLICATED, me, None).write(
+            step, {"w": torch.full((2,), step * 1.0)}
+        )
+        assert kept.outcome is writer.Outcome.KEPT, kept
+        found = reader.newest(where, layout.REPLICATED)
+        assert found is not None and found.step == step
+        return found
+
+    persisted.save(out, slot(0, 4276))
+    persisted.save(out, slot(2, 1718))  # a stale node, last
+    step, state = persisted.load(out, 2, 3) or (None, {})
     assert step == 4276 and state["w"].tolist() == [4276.0, 4276.0]  # type: ignore[attr-defined]
-    persisted.save(tmp_path, info(4300), {"w": torch.zeros(2)})
-    assert sorted(p.name for p in tmp_path.glob("replicated.*")) == ["replicated.step000000004300.pt"]
-    assert persisted.load(tmp_path, 0, 4) is None  # another world size
+    persisted.save(out, slot(1, 4300))
+    assert sorted(p.name for p in out.glob("replicated.*")) == ["replicated.step000000004300.snap"]
+    assert persisted.load(out, 0, 4) is None  # another world size
+    assert persisted.export(out / "replicated.step000000004300.snap", tmp_path / "x.pt") == 4300
+    doc = torch.load(tmp_path / "x.pt", weights_only=True)
+    assert (doc["step"], doc["world_size"], doc["state"]["w"].tolist()) == (4300, 3, [4300.0, 4300.0])
+
+
+def test_a_persisted_file_that_is_not_a_whole_snapshot_is_refused(tmp_path):
+    """A torn or foreign file in the persist dir is reported (the worker says it once and
+    starts without it), never loaded: its header's seal does not check."""
+    from slurm_ft.snapshot import persisted, reader
+
+    (tmp_path / "rank-00000.step000000000012.snap").write_bytes(b"not a snapshot" * 400)
+    with pytest.raises(reader.Torn, match="not a complete snapshot"):
+        persisted.load(tmp_path, 0, 1)
+    assert persisted.load(tmp_path, 1, 2) is None  # nothing of rank 1, no replicated copy

@@ -2,11 +2,12 @@
 
 At a breakpoint (a preemption or time-limit signal, an attempt that ends, the job's end)
 the workers may already be gone; the snapshots are still in the node's memory, which the
-launcher owns, so the launcher writes them itself: ``torch.save`` per rank into
-``--snapshot-persist-dir`` (:mod:`slurm_ft.snapshot.persisted`), or the trainer's own
-``--snapshot-persist-hook``. It does so in a child (:mod:`persist_child`), for two reasons:
-loading tensors imports torch, which the launcher never does for itself, and a write to a
-dead mount sleeps in the kernel, where no deadline reaches it. At the deadline the child's
+launcher owns, so the launcher writes them itself: each slot file copied as bytes into
+``--snapshot-persist-dir`` (:mod:`slurm_ft.snapshot.persisted`: no torch, so it fits a
+signal's grace period on a loaded node), or through the trainer's own
+``--snapshot-persist-hook`` (which imports torch to hand it the state). It does so in a
+child (:mod:`persist_child`): a write to a dead mount sleeps in the kernel, where no
+deadline reaches it, and the hook's torch is never the launcher's. At the deadline the child's
 session is killed and abandoned (:mod:`slurm_ft.boundedrun`), and what it had not written
 is said, rank by rank, in the outcome record.
 """

@@ -2,8 +2,10 @@
 
 Run by :mod:`slurm_ft.launch.snapshots.persist` as ``python -m`` with a deadline; it prints
 one JSON line per snapshot (written or not, and why) as it goes, so the launcher knows what
-was persisted even if a later one fails. The tensors are mapped from shared memory, never
-copied first (``reader.load(copy=False)``: the workers are gone, nothing rewrites the slot).
+was persisted even if a later one fails. By default each snapshot's slot file is copied as
+bytes (:func:`slurm_ft.snapshot.persisted.save`): the child never imports torch. Only a
+trainer's persist hook, which takes the state dict, loads the tensors (mapped from shared
+memory, never copied first: the workers are gone, nothing rewrites the slot).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+HOLD_WAIT_S = 2.0  # a worker that outlived its stop may be mid-write: one write's time
 
 
 def _hook(spec: str, cwd: str) -> Callable[[int, int, dict[str, object], str | None], object]:
@@ -39,18 +43,25 @@ def main(argv: list[str]) -> int:
     from slurm_ft.snapshot import persisted, reader
 
     hook = _hook(ns.hook, ns.cwd) if ns.hook else None
-    for info in reader.describe(Path(ns.area)):
-        try:
-            state = reader.load(info, copy=False)
-            if hook is not None:
-                hook(info.rank, info.step, state, ns.dir)
-                where = ns.hook
-            else:
-                where = str(persisted.save(Path(ns.dir), info, state))
-        except Exception as exc:  # one snapshot's failure is said, the others still written
-            _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
-            continue
-        _say(info.rank, info.replicated, info.step, ok=True, where=where)
+    area = Path(ns.area)
+    for key in reader.keys(area):
+        # held still while it is written: a worker still alive skips its snapshots meanwhile
+        with reader.held_still(area, key, wait_s=HOLD_WAIT_S) as info:
+            if info is None:
+                held = reader.newest(area, key)
+                if held is not None:
+                    _say(held.rank, held.replicated, held.step, ok=False, problem="a writer holds it")
+                continue
+            try:
+                if hook is not None:
+                    hook(info.rank, info.step, reader.load(info, copy=False), ns.dir)
+                    where = ns.hook
+                else:
+                    where = str(persisted.save(Path(ns.dir), info))
+            except Exception as exc:  # one snapshot's failure is said, the others still written
+                _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
+                continue
+            _say(info.rank, info.replicated, info.step, ok=True, where=where)
     return 0
 
 
