@@ -71,13 +71,7 @@ class NodeWatch:
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
         now = self._clock()
-        slots = {}
-        for rank, path in slot_paths.items():
-            try:
-                with open(path, "r+b") as fh:
-                    slots[rank] = mmap.mmap(fh.fileno(), worker.SLOT_SIZE)
-            except (OSError, ValueError):
-                continue
+        slots = _map_slots(slot_paths)
         with self._lock:
             self._index = index
             self._pids = dict(pids)
@@ -279,6 +273,18 @@ class NodeWatch:
                 if verdict is not None:
                     verdicts[rank] = verdict
         return rank_hang(verdicts)
+
+
+def _map_slots(slot_paths: Mapping[int, str]) -> dict[int, mmap.mmap]:
+    """The workers' shared-memory slots, by rank (one that cannot be mapped is left out)."""
+    slots = {}
+    for rank, path in slot_paths.items():
+        try:
+            with open(path, "r+b") as fh:
+                slots[rank] = mmap.mmap(fh.fileno(), worker.SLOT_SIZE)
+        except (OSError, ValueError):
+            continue
+    return slots
 
 
 def parse_report(raw: str, index: int) -> float | None:
