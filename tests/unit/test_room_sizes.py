@@ -28,7 +28,6 @@ BIG_CLASSES = {
     "launch/agent.py::Agent",
     "launch/bookkeeping.py::Bookkeeper",
     "launch/coordinator.py::Coordinator",
-    "launch/hang/judge.py::JobJudge",
     "launch/member.py::Member",
     "launch/rendezvous/client.py::Client",
     "launch/stateio.py::StateIO",

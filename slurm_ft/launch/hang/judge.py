@@ -78,13 +78,7 @@ class JobJudge:
         # the learning wants finer samples than the loop's fixed period (None: one node).
         self.sampler = threads.sample_with(hangs.sample)
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
-            from slurm_ft.health.storage import off_local_disk
-
-            local = not off_local_disk(spec.path)
-            period = min(hangs.limits.period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
-            read = partial(_progress_mark if local else _bounded_mark, spec)
-            on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
-            self.iterations = hang.IterationWatch(read, period, on_change=on_change)
+            self.iterations = _iteration_watch(spec, hangs.limits.period, cfg, clock, add_line)
             self.iterations.start()
 
     def new_cycle(self, startup: float = 0.0) -> None:
@@ -107,10 +101,7 @@ class JobJudge:
 
     def learned_gaps(self) -> tuple[float | None, float | None]:
         """This cycle's longest silence and iteration gaps (None: none learned), for the ledger."""
-        return (
-            self.silence_rhythm.cycle_longest or None,
-            self.iteration_rhythm.cycle_longest or None,
-        )
+        return (self.silence_rhythm.cycle_longest or None, self.iteration_rhythm.cycle_longest or None)
 
     def judge(self, i: int, names: tuple[str, ...]) -> Failure | None:
         """The cycle's failure, or None. A spare that stops is only recorded: the training
@@ -247,21 +238,12 @@ class JobJudge:
         sampler = self.sampler
         if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
             sampler = None  # its store call is blocked: the loop samples again
-        due = self._iteration_due(now)
+        due = _iteration_due(self.iterations, self.learn_iteration, self.iteration_rhythm, now)
         exact = learning and self.hangs.exact()
         until_limit = None
         if not exact and learn.coarse(policy, self.silence_rhythm, now, base):
             until_limit = learn.limit(policy, self.silence_rhythm, now) - own
         self.hangs.set_pace(learn.pace(policy, every, base, own, sampler, due, exact, until_limit))
-
-    def _iteration_due(self, now: float) -> float:
-        """Seconds until the iteration detector's limit expires (infinite: none)."""
-        if self.iterations is None:
-            return math.inf
-        timeout = learn.limit(self.learn_iteration, self.iteration_rhythm, now)
-        if not timeout:
-            return math.inf
-        return timeout - self.iterations.still()
 
     def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:
         """A peer's quiet now: what it reported when it fell silent, plus the time since node 0
@@ -300,6 +282,36 @@ class JobJudge:
     def stop(self) -> None:
         if self.iterations is not None:
             self.iterations.stop()
+
+
+def _iteration_watch(
+    spec: SourceSpec,
+    period: float,
+    cfg: AgentConfig,
+    clock: Callable[[], float],
+    add_line: Callable[[Path, bytes], None] | None,
+) -> hang.IterationWatch:
+    """The progress source's watch: read directly on a local disk, by an abandonable child
+    off it; every change is kept as a timed reading for the report."""
+    from slurm_ft.health.storage import off_local_disk
+
+    local = not off_local_disk(spec.path)
+    period = min(period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
+    read = partial(_progress_mark if local else _bounded_mark, spec)
+    on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
+    return hang.IterationWatch(read, period, on_change=on_change)
+
+
+def _iteration_due(
+    watch: hang.IterationWatch | None, policy: learn.Policy, rhythm: learn.Rhythm, now: float
+) -> float:
+    """Seconds until the iteration detector's limit expires (infinite: none)."""
+    if watch is None:
+        return math.inf
+    timeout = learn.limit(policy, rhythm, now)
+    if not timeout:
+        return math.inf
+    return timeout - watch.still()
 
 
 def _keep_reading(
