@@ -29,7 +29,7 @@ the 2-core machine a torch import each and play no part in hang detection.
 
 ``--nodes 1 --uncaptured``: one node whose workers write to the launcher's own streams (it
 samples their byte counts); with ``--duration 660`` the last 5 minutes and more are judged
-in the coarse phase (``hanglearn.coarse``: past the fine phase's 5 minutes).
+in the coarse phase (``hang.learn.coarse``: past the fine phase's 5 minutes).
 
 Reported per trainer: how long it ran, its cycles, the hangs found (must be 0), the
 ledger's learned gap, and the launcher log's lines that announce a learned timeout.

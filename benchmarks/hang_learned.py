@@ -19,7 +19,7 @@ workers stopped, their stacks kept). The warm-up (``--hang-initial-timeout``,
 600 s by default) is shortened to 5 s so a run takes a minute; the policy is unchanged.
 ``--uncaptured``: no cycle log, the workers write to the launcher's own streams (it samples
 their byte counts); with ``--steps`` past 305 s of lines the hang comes in the coarse phase
-(``hanglearn.coarse``: 5 minutes after the warm-up).
+(``hang.learn.coarse``: 5 minutes after the warm-up).
 
 Young cycles (``--young``, issue 46): the default warm-up (600 s) and no progress source,
 2 simulated nodes x 2 workers printing every ``--every`` s; the hang comes ``--steps`` lines

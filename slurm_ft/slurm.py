@@ -200,12 +200,42 @@ def parse_tasks_per_node(name: str, value: str, max_nodes: int) -> tuple[int, ..
 
 
 def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int | None) -> SlurmJob:
-    # hostlist loads here, in a Slurm job only: a standalone start never expands a list.
-    from slurm_ft.hostlist import DEFAULT_MAX_HOSTS, HostlistError, expand
-
+    """Each reader checks one part of the contract, in this order (the first wrong one is named)."""
     _uint(env, "SLURM_JOB_ID")
-    job_id = env["SLURM_JOB_ID"]
+    array_job_id, array_task_id = _array_ids(env)
+    attempt = _opt_uint(env, "SLURM_RESTART_COUNT") or 0
+    names = _names(env)
+    hosts = _hosts(env, names.nodelist, max_hosts)
+    num_nodes = _num_nodes(env, names, hosts)
+    node_rank, node_name = _this_node(env, names.nodelist, hosts, num_nodes, hostname)
+    tasks_per_node = _tasks_per_node(env, names, num_nodes)
+    ntasks = _ntasks(env, names, tasks_per_node, num_nodes)
+    procid, localid = _task_ids(env, names, ntasks, tasks_per_node, node_rank)
+    step_var = _first_present(env, ("SLURM_STEP_ID", "SLURM_STEPID"))
+    return SlurmJob(
+        standalone=False,
+        job_id=env["SLURM_JOB_ID"],
+        array_job_id=array_job_id,
+        array_task_id=array_task_id,
+        attempt=attempt,
+        num_nodes=num_nodes,
+        node_rank=node_rank,
+        node_name=node_name,
+        hosts=hosts,
+        tasks_per_node=tasks_per_node,
+        cpus_on_node=_opt_uint(env, "SLURM_CPUS_ON_NODE"),
+        gpus_on_node=_opt_uint(env, "SLURM_GPUS_ON_NODE"),
+        procid=procid,
+        localid=localid,
+        ntasks=ntasks,
+        submit_dir=env.get("SLURM_SUBMIT_DIR") or None,
+        step_id=env[step_var] if step_var is not None else None,
+        in_step=names.in_step or step_var is not None,
+    )
 
+
+def _array_ids(env: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """The array job id and task id: both or neither."""
     array_job_id = env["SLURM_ARRAY_JOB_ID"] if _opt_uint(env, "SLURM_ARRAY_JOB_ID") is not None else None
     array_task_id = _opt_uint(env, "SLURM_ARRAY_TASK_ID")
     if (array_job_id is None) != (array_task_id is None):
@@ -215,9 +245,21 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
             else ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_JOB_ID")
         )
         raise SlurmEnvError(f"{present}={_clip(env[present])!r} is set but {missing} is not")
+    return array_job_id, array_task_id
 
-    attempt = _opt_uint(env, "SLURM_RESTART_COUNT") or 0
 
+@dataclass(frozen=True)
+class _Names:
+    """Which variable says what, present in this environment (None: none of them is)."""
+
+    in_step: bool
+    nodelist: str
+    node_count: str | None
+    tasks_per_node: str | None
+    ntasks: str | None
+
+
+def _names(env: Mapping[str, str]) -> _Names:
     # A step's own variables describe the step. srun also sets SLURM_NNODES, SLURM_NTASKS
     # and SLURM_TASKS_PER_NODE to the step's values, so inside a step those are the
     # fallbacks; SLURM_NODELIST keeps the job's list there (tests/data/slurm_env shows it),
@@ -238,6 +280,12 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
         raise SlurmEnvError(
             f"SLURM_JOB_ID={_clip(env['SLURM_JOB_ID'])!r} is set but SLURM_JOB_NODELIST is not"
         )
+    return _Names(in_step, list_var, count_var, tasks_var, ntasks_var)
+
+
+def _hosts(env: Mapping[str, str], list_var: str, max_hosts: int | None) -> tuple[str, ...]:
+    # hostlist loads here, in a Slurm job only: a standalone start never expands a list.
+    from slurm_ft.hostlist import DEFAULT_MAX_HOSTS, HostlistError, expand
 
     try:
         hosts = tuple(expand(env[list_var], max_hosts=DEFAULT_MAX_HOSTS if max_hosts is None else max_hosts))
@@ -245,19 +293,27 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
         raise SlurmEnvError(f"{list_var}={_clip(env[list_var])!r}: {exc}") from None
     if not hosts:
         raise SlurmEnvError(f"{list_var}={_clip(env[list_var])!r} names no hosts")
+    return hosts
 
-    if count_var is None:
-        num_nodes = len(hosts)
-    else:
-        num_nodes = _uint(env, count_var)
-        if num_nodes < 1:
-            raise SlurmEnvError(f"{count_var}={_clip(env[count_var])!r} must be at least 1")
-        if num_nodes != len(hosts):
-            raise SlurmEnvError(
-                f"{count_var}={_clip(env[count_var])!r} but {list_var}={_clip(env[list_var])!r} "
-                f"names {len(hosts)} hosts"
-            )
 
+def _num_nodes(env: Mapping[str, str], names: _Names, hosts: tuple[str, ...]) -> int:
+    if (count_var := names.node_count) is None:
+        return len(hosts)
+    num_nodes = _uint(env, count_var)
+    if num_nodes < 1:
+        raise SlurmEnvError(f"{count_var}={_clip(env[count_var])!r} must be at least 1")
+    if num_nodes != len(hosts):
+        raise SlurmEnvError(
+            f"{count_var}={_clip(env[count_var])!r} but {names.nodelist}={_clip(env[names.nodelist])!r} "
+            f"names {len(hosts)} hosts"
+        )
+    return num_nodes
+
+
+def _this_node(
+    env: Mapping[str, str], list_var: str, hosts: tuple[str, ...], num_nodes: int, hostname: str | None
+) -> tuple[int, str]:
+    """This node's rank and name: by ``SLURM_NODEID``, else by ``SLURMD_NODENAME``."""
     node_name_env = env.get("SLURMD_NODENAME")
     if "SLURM_NODEID" in env:
         node_rank = _uint(env, "SLURM_NODEID")
@@ -266,71 +322,58 @@ def _from_slurm_env(env: Mapping[str, str], hostname: str | None, max_hosts: int
                 f"SLURM_NODEID={_clip(env['SLURM_NODEID'])!r} is outside [0, {num_nodes}) "
                 f"({list_var}={_clip(env[list_var])!r})"
             )
-        node_name = node_name_env if node_name_env is not None else hosts[node_rank]
-    elif node_name_env is not None:
+        return node_rank, node_name_env if node_name_env is not None else hosts[node_rank]
+    if node_name_env is not None:
         # No node id (an allocation shell, or a hand-made environment): find the node by name.
         if node_name_env not in hosts:
             raise SlurmEnvError(
                 f"SLURMD_NODENAME={node_name_env!r} is not in {list_var}="
                 f"{_clip(env[list_var])!r} and SLURM_NODEID is not set"
             )
-        node_rank = hosts.index(node_name_env)
-        node_name = node_name_env
-    else:
-        # An salloc shell on a login node: not one of the job's nodes at all.
-        node_rank = 0
-        node_name = hostname if hostname is not None else _short_hostname()
+        return hosts.index(node_name_env), node_name_env
+    # An salloc shell on a login node: not one of the job's nodes at all.
+    return 0, hostname if hostname is not None else _short_hostname()
 
-    if tasks_var is None:
-        tasks_per_node: tuple[int, ...] = ()
-    else:
-        tasks_per_node = parse_tasks_per_node(tasks_var, env[tasks_var], num_nodes)
-        if len(tasks_per_node) != num_nodes:
-            raise SlurmEnvError(
-                f"{tasks_var}={_clip(env[tasks_var])!r} lists {len(tasks_per_node)} nodes, "
-                f"not {num_nodes} ({count_var or list_var})"
-            )
 
-    if ntasks_var is not None:
-        ntasks = _uint(env, ntasks_var)
-        if ntasks < 1:
-            raise SlurmEnvError(f"{ntasks_var}={_clip(env[ntasks_var])!r} must be at least 1")
-    else:
-        ntasks = sum(tasks_per_node) if tasks_per_node else num_nodes
+def _tasks_per_node(env: Mapping[str, str], names: _Names, num_nodes: int) -> tuple[int, ...]:
+    if (tasks_var := names.tasks_per_node) is None:
+        return ()
+    tasks_per_node = parse_tasks_per_node(tasks_var, env[tasks_var], num_nodes)
+    if len(tasks_per_node) != num_nodes:
+        raise SlurmEnvError(
+            f"{tasks_var}={_clip(env[tasks_var])!r} lists {len(tasks_per_node)} nodes, "
+            f"not {num_nodes} ({names.node_count or names.nodelist})"
+        )
+    return tasks_per_node
 
+
+def _ntasks(env: Mapping[str, str], names: _Names, tasks_per_node: tuple[int, ...], num_nodes: int) -> int:
+    if (ntasks_var := names.ntasks) is None:
+        return sum(tasks_per_node) if tasks_per_node else num_nodes
+    ntasks = _uint(env, ntasks_var)
+    if ntasks < 1:
+        raise SlurmEnvError(f"{ntasks_var}={_clip(env[ntasks_var])!r} must be at least 1")
+    return ntasks
+
+
+def _task_ids(
+    env: Mapping[str, str], names: _Names, ntasks: int, tasks_per_node: tuple[int, ...], node_rank: int
+) -> tuple[int, int]:
+    """This task's ``SLURM_PROCID`` and ``SLURM_LOCALID``, each inside its range."""
     procid = _opt_uint(env, "SLURM_PROCID") or 0
     if procid >= ntasks:
+        ntasks_var = names.ntasks or "tasks"
         raise SlurmEnvError(
-            f"SLURM_PROCID={_clip(env['SLURM_PROCID'])!r} is outside [0, {ntasks}) ({ntasks_var or 'tasks'})"
+            f"SLURM_PROCID={_clip(env['SLURM_PROCID'])!r} is outside [0, {ntasks}) ({ntasks_var})"
         )
     localid = _opt_uint(env, "SLURM_LOCALID") or 0
+    tasks_var = names.tasks_per_node
     if tasks_var is not None and tasks_per_node and localid >= tasks_per_node[node_rank]:
         raise SlurmEnvError(
             f"SLURM_LOCALID={_clip(env['SLURM_LOCALID'])!r} is outside [0, {tasks_per_node[node_rank]}) "
             f"(node {node_rank} of {tasks_var}={_clip(env[tasks_var])!r})"
         )
-
-    step_var = _first_present(env, ("SLURM_STEP_ID", "SLURM_STEPID"))
-    return SlurmJob(
-        standalone=False,
-        job_id=job_id,
-        array_job_id=array_job_id,
-        array_task_id=array_task_id,
-        attempt=attempt,
-        num_nodes=num_nodes,
-        node_rank=node_rank,
-        node_name=node_name,
-        hosts=hosts,
-        tasks_per_node=tasks_per_node,
-        cpus_on_node=_opt_uint(env, "SLURM_CPUS_ON_NODE"),
-        gpus_on_node=_opt_uint(env, "SLURM_GPUS_ON_NODE"),
-        procid=procid,
-        localid=localid,
-        ntasks=ntasks,
-        submit_dir=env.get("SLURM_SUBMIT_DIR") or None,
-        step_id=env[step_var] if step_var is not None else None,
-        in_step=in_step or step_var is not None,
-    )
+    return procid, localid
 
 
 ONE_PER_NODE = "srun --ntasks-per-node=1"

@@ -20,7 +20,7 @@ from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
-from slurm_ft.launch.judge import JobJudge
+from slurm_ft.launch.hang.judge import JobJudge
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet

@@ -49,7 +49,7 @@ class CycleEntry:
     silence_gap: float | None = None
     iteration_gap: float | None = None
     # How long the cycle took to start (s from its start to the end of its start-up's last
-    # long silence, ``hanglearn.startup_seen``): a later cycle's warm-up ends from it.
+    # long silence, ``hang.learn.startup_seen``): a later cycle's warm-up ends from it.
     startup: float | None = None
     # The newest snapshot's step on node 0 (``--snapshot-memory``) at the cycle's start and
     # end: a snapshot that moved on is progress too, one that stayed put is not.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.arrivals import ArrivalClock
+from slurm_ft.launch.hang.arrivals import ArrivalClock
 from slurm_ft.launch.output.applog import cycle_log_path
 from tests.integration.applog_support import (
     Workers,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft.launch.output.applog import MAX_WRITE_PARTS, AppLogStats, CycleFile
+from slurm_ft.launch.output.cyclefile import MAX_WRITE_PARTS, AppLogStats, CycleFile
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import LineFramer
 

@@ -12,8 +12,8 @@ import math
 import pytest
 
 from slurm_ft.config import HangSettings
-from slurm_ft.launch import hanglearn
-from slurm_ft.launch.hanglearn import Policy, Rhythm
+from slurm_ft.launch.hang import learn as hanglearn
+from slurm_ft.launch.hang.learn import Policy, Rhythm
 
 DEFAULT = Policy(hanglearn.DEFAULT_FACTOR, hanglearn.DEFAULT_FLOOR_S, 1800.0, hanglearn.DEFAULT_WARMUP_S)
 HOUR = 3600.0

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.config import HangSettings
-from slurm_ft.launch import hang, hanglearn
+from slurm_ft.launch import hang
+from slurm_ft.launch.hang import learn as hanglearn
 from slurm_ft.launch.rendezvous import background
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.client import Client
@@ -38,7 +39,7 @@ def test_every_look_about_a_period_apart_sees_the_latest_write(tmp_path):
 def test_looks_in_quick_succession_read_proc_at_most_twice_a_period(tmp_path, monkeypatch):
     limits = hang.Limits.from_settings(HangSettings(timeout=2.0))
     reads = []
-    monkeypatch.setattr(hang, "bytes_written", lambda pid: reads.append(pid) or 0)
+    monkeypatch.setattr(hang.proc, "bytes_written", lambda pid: reads.append(pid) or 0)
     now = [0.0]
     watch = hang.NodeWatch(limits, clock=lambda: now[0])
     watch.begin(0, {0: 1234}, {})
@@ -102,7 +103,7 @@ def test_the_peer_monitor_s_samples_teach_the_gaps_the_loop_does_not_wake_for(tm
 def test_the_sampler_reads_proc_only_when_the_judge_leaves_the_samples_to_it(monkeypatch):
     limits = hang.Limits.from_settings(HangSettings())
     reads = []
-    monkeypatch.setattr(hang, "bytes_written", lambda pid: reads.append(pid) or 0)
+    monkeypatch.setattr(hang.proc, "bytes_written", lambda pid: reads.append(pid) or 0)
     now = [0.0]
     watch = hang.NodeWatch(limits, clock=lambda: now[0])
     assert watch.sampler_age() == float("inf")
@@ -160,7 +161,7 @@ def test_while_the_monitor_samples_the_loop_only_reads_and_nothing_is_sampled_ea
     limits = hang.Limits.from_settings(HangSettings())
     now = [1000.0]
     taken = []
-    monkeypatch.setattr(hang, "bytes_written", lambda pid: taken.append(now[0]) or 0)
+    monkeypatch.setattr(hang.proc, "bytes_written", lambda pid: taken.append(now[0]) or 0)
     watch = hang.NodeWatch(limits, clock=lambda: now[0])
     watch.begin(0, {0: 1234}, {})
     taken.clear()

@@ -11,8 +11,9 @@ import subprocess
 import pytest
 
 from slurm_ft.config import HangSettings
-from slurm_ft.launch import hang, hanglearn
-from slurm_ft.launch.hanglearn import Policy
+from slurm_ft.launch import hang
+from slurm_ft.launch.hang import learn as hanglearn
+from slurm_ft.launch.hang.learn import Policy
 from slurm_ft.progress import LedgerError, ledger_from_json
 from tests.support.waiting import wait_until
 
@@ -182,8 +183,8 @@ def test_a_rank_in_uninterruptible_sleep_is_held_only_while_it_reads_nothing(mon
     system spends most of its time: the loading rank's read bytes move, the stuck one's do
     not (this machine cannot hold a process in D on demand: the state is given here)."""
     read = {101: 5_000, 102: 7_000}
-    monkeypatch.setattr(hang, "process_state", lambda pid: "D")
-    monkeypatch.setattr(hang, "bytes_read", lambda pid: read[pid])
+    monkeypatch.setattr(hang.proc, "process_state", lambda pid: "D")
+    monkeypatch.setattr(hang.proc, "bytes_read", lambda pid: read[pid])
     now = [0.0]
     watch = hang.NodeWatch(hang.Limits.from_settings(HangSettings()), clock=lambda: now[0])
     watch.begin(0, {0: 101, 1: 102}, {})

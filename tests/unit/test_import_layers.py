@@ -154,3 +154,20 @@ def test_no_arrow_climbs() -> None:
         if _room(dep) in FORBIDDEN.get(_room(name), set())
     )
     assert climbing == []
+
+
+# The launcher's roles: what runs a cycle. Hang detection (launch/hang/) gives them verdicts
+# and readings and never calls back up into them.
+ROLE_NAMES = ("agent", "member", "coordinator", "storeloss", "handover", "farewell", "wayout", "companions")
+ROLES = {f"slurm_ft.launch.{name}" for name in ROLE_NAMES}
+
+
+def test_hang_detection_imports_no_role() -> None:
+    upward = sorted(
+        f"{name} -> {dep}"
+        for name, deps in _edges(_modules()).items()
+        if name == "slurm_ft.launch.hang" or name.startswith("slurm_ft.launch.hang.")
+        for dep in deps
+        if dep in ROLES
+    )
+    assert upward == []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from slurm_ft.launch import hang, judge
+from slurm_ft.launch import hang
+from slurm_ft.launch.hang import judge
 from slurm_ft.settingsyntax import SourceSpec
 from tests.support.waiting import wait_until
 

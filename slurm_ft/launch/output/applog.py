@@ -13,21 +13,15 @@ one write per MiB, and a thread holds the GIL for few, long C calls), one ``byte
 that adds the prefixes, and one ``writev`` of the framer's pieces (prefix, pending partial
 line, a view of the replaced chunk) into the file, never joined in user space first.
 
-Line integrity in the shared cycle file: every write is one ``writev`` of whole lines on
-an ``O_APPEND`` descriptor. On local file systems (ext4, xfs, tmpfs) Linux appends a single
-write or writev under the inode lock, so another node's (another process's) write lands
-before or after it, never inside. A short write only happens when the disk fills up, the
-file size limit is hit or a signal interrupts: the rest is then written by a second write,
-which may land after another node's write; the line stays in the file but may be torn,
-which is the price of not losing it, and it happens only together with the loud disk-full
-report. NFS clients do not append atomically at all, hence ``--applog-per-node``.
+The cycle file's writing side and its line integrity: ``cyclefile.py``; the files
+themselves, local or through a scribe child: ``logfiles.py``; one rank's stream and what
+is kept of it (its per-rank file, its tail for tracebacks, its counts): ``rankstream.py``.
 
 Nothing is dropped on the way in: a worker's pipe is read until end of stream, also after
 the worker exited (crash tracebacks arrive last). Only a pipe kept open by a grandchild is
 abandoned, after ``drain_timeout``, and only after reading what it already holds.
 
-The console echo (``tee``) runs on its own thread behind a bounded queue, so a console that
-does not read (a stopped terminal, a stalled srun) costs echo lines, never log lines.
+The console echo (``tee``) runs on its own thread behind a bounded queue (``echo.py``).
 
 torchrun's ``--redirects``/``--tee`` (see ``streams.py``): a worker whose streams have
 per-rank files gets one pipe per stream (:meth:`AppLog.attach_worker`); its reader copies
@@ -37,37 +31,32 @@ stderr stream on the launcher's stderr. The cycle log is fed exactly as before.
 
 from __future__ import annotations
 
-import collections
 import fcntl
 import os
 import select
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_ft.launch.output import streams as streams_mod
+from slurm_ft.launch.output.cyclefile import AppLogStats
+from slurm_ft.launch.output.echo import DEFAULT_TEE_QUEUE_BYTES, Echoes
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.framing import LineFramer, Part
-from slurm_ft.launch.output.scribed import ScribedFile, on_child_event
-from slurm_ft.launch.output.tracebacks import StreamTail, last_traceback
+from slurm_ft.launch.output.logfiles import DEFAULT_STALL_AFTER, LogFiles
+from slurm_ft.launch.output.rankstream import RankStream, count_streams, rank_traceback
 from slurm_ft.logline import NOTE_MARK, rank_prefix
 from slurm_ft.records import Failure
 from slurm_ft.settingsyntax import check_applog_prefix
 
 if TYPE_CHECKING:
     from slurm_ft.config import AppLogSettings
-    from slurm_ft.scribe import Scribe
 
 DEFAULT_PIPE_SIZE = 1024 * 1024
 # One read takes what a full pipe holds: fewer, longer calls (see the module docstring).
 DEFAULT_READ_SIZE = DEFAULT_PIPE_SIZE
-# Linux accepts 1024 pieces per writev; more (many long-line pieces) are joined first.
-MAX_WRITE_PARTS = 1024
-DEFAULT_TEE_QUEUE_BYTES = 16 * 1024 * 1024
-DEFAULT_STALL_AFTER = 10.0
 # Linux: fcntl.F_SETPIPE_SZ exists from Python 3.10; keep the number for older builds.
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -98,14 +87,6 @@ def output_note(applog: AppLogSettings, cycle: int, failure: Failure) -> str:
     return f" (its output: {path})"
 
 
-def _os_error(exc: OSError, path: Path) -> str:
-    """The error, naming the path it concerns when that is not the log file itself."""
-    text = exc.strerror or str(exc)
-    if exc.filename is not None and str(exc.filename) != str(path):
-        text += f" ({exc.filename})"
-    return text
-
-
 def open_worker_pipe(size: int = DEFAULT_PIPE_SIZE) -> tuple[int, int]:
     """A close-on-exec pipe for one worker's stdout+stderr: ``(read_fd, write_fd)``.
 
@@ -119,268 +100,6 @@ def open_worker_pipe(size: int = DEFAULT_PIPE_SIZE) -> tuple[int, int]:
     except OSError:
         pass
     return read_fd, write_fd
-
-
-@dataclass
-class AppLogStats:
-    """Counts for one cycle file. ``lines``/``bytes`` are what reached the file (the
-    console when there is no file), prefixes included; ``lost_*`` could not be written."""
-
-    lines: int = 0
-    bytes: int = 0
-    lost_lines: int = 0
-    lost_bytes: int = 0
-    split_lines: int = 0
-    abandoned_streams: int = 0
-    tee_dropped_lines: int = 0
-    peak_pending_bytes: int = 0
-    rank_file_lost_bytes: int = 0
-
-
-class _RankFile:
-    """torchrun's per-rank file of one stream: raw bytes, appended; loud once on failure."""
-
-    def __init__(self, path: Path, events: EventLog) -> None:
-        self.path = path
-        self.events = events
-        self.lost_bytes = 0
-        self._fd: int | None = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            self._report(f"cannot open per-rank log {path}: {_os_error(exc, path)}")
-
-    def _report(self, text: str) -> None:
-        if not self.lost_bytes:
-            self.events.event(
-                f"ERROR: {text}; this stream's output is missing from that file (the cycle log has it)"
-            )
-
-    def write(self, data: bytes) -> None:
-        if self._fd is None:
-            self.lost_bytes += len(data)
-            return
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            self._report(f"cannot write per-rank log {self.path}: {exc.strerror or exc}")
-            self.lost_bytes += len(view)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError as exc:
-                self.events.event(f"ERROR: closing per-rank log {self.path}: {exc.strerror or exc}")
-            self._fd = None
-
-
-@dataclass
-class _Stream:
-    """One worker pipe being read: its framer, its tee and what it has held back."""
-
-    global_rank: int
-    local_rank: int
-    fd: int
-    framer: LineFramer
-    tee: _Tee | None
-    rank_file: _RankFile | ScribedFile | None = None
-    peak_pending: int = 0
-    abandoned: bool = False
-    # The end of this stream, where a crash's traceback is (see tracebacks.py), complete
-    # once ``ended`` is set: the reader has seen the end of the stream.
-    tail: StreamTail = field(default_factory=StreamTail)
-    ended: threading.Event = field(default_factory=threading.Event)
-
-
-class _Tee:
-    """Console echo behind a bounded queue; drops (and counts) rather than block the log."""
-
-    def __init__(self, fd: int, limit: int, events: EventLog) -> None:
-        self.fd = fd
-        self.limit = limit
-        self.events = events
-        self.dropped_lines = 0
-        self._unreported_drops = 0
-        self._queue: collections.deque[bytes] = collections.deque()
-        self._queued = 0
-        self._cond = threading.Condition()
-        self._closing = False
-        self._failed = False
-        self._thread = threading.Thread(target=self._run, name="applog-tee", daemon=True)
-        self._thread.start()
-
-    def put(self, data: bytes, lines: int) -> None:
-        with self._cond:
-            if self._failed:
-                return
-            if self._queued + len(data) > self.limit:
-                if not self.dropped_lines:
-                    self.events.event(
-                        "console echo cannot keep up; skipping echo lines (the cycle log has them)"
-                    )
-                self.dropped_lines += lines
-                self._unreported_drops += lines
-                return
-            if self._unreported_drops:
-                note = (
-                    f"slurm-ft-launch: console echo skipped {self._unreported_drops} lines "
-                    "(console too slow); the cycle log has them\n"
-                ).encode()
-                self._queue.append(note)
-                self._queued += len(note)
-                self._unreported_drops = 0
-            self._queue.append(data)
-            self._queued += len(data)
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                data = self._queue.popleft()
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self.fd, view) :]
-            except OSError as exc:
-                with self._cond:
-                    self._failed = True
-                    self._queue.clear()
-                    self._queued = 0
-                self.events.event(f"console echo stopped: {exc.strerror or exc}")
-                return
-            with self._cond:
-                self._queued -= len(data)
-
-    def close(self, timeout: float) -> None:
-        """Flush what is queued within ``timeout``; a console that does not read loses it."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
-        with self._cond:
-            if self._thread.is_alive():
-                left = sum(chunk.count(b"\n") for chunk in self._queue)
-                self.dropped_lines += left
-                self._queue.clear()
-                self._queued = 0
-            if self._unreported_drops and not self._thread.is_alive():
-                note = f"slurm-ft-launch: console echo skipped {self._unreported_drops} lines\n".encode()
-                try:
-                    os.write(self.fd, note)
-                except OSError:
-                    pass
-                self._unreported_drops = 0
-
-
-class CycleFile:
-    """The cycle file's writing side: whole-line appends, loss accounting, one report of
-    a failure and one of the recovery. Shared by every reader thread of the cycle."""
-
-    def __init__(self, path: Path | None, stats: AppLogStats, events: EventLog) -> None:
-        self.path = path
-        self.stats = stats
-        self.events = events
-        self._fd: int | None = None
-        # Guards the file descriptor, the failure state and the counters. Held across
-        # os.write (which releases the GIL), so other readers keep framing meanwhile.
-        self._write_lock = threading.Lock()
-        self._write_failed = False
-        self._loss_reported = False
-        self._torn = False
-        if path is not None:
-            self._open(path)
-
-    def _open(self, path: Path) -> None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            self._write_failed = True
-            self._loss_reported = True
-            self.events.event(
-                f"ERROR: cannot open application log {path}: {_os_error(exc, path)}; "
-                "workers keep running, their output is NOT logged (lost lines are counted)"
-            )
-
-    def write(self, data: bytes, lines: int) -> None:
-        """Append whole lines in one write; on failure count the loss and keep going."""
-        self.write_parts((data,), len(data), lines)
-
-    def write_parts(self, parts: Sequence[Part], size: int, lines: int) -> None:
-        """Append ``parts`` (whole lines, ``size`` bytes in all) with one ``writev``; the
-        rest of a short write follows in plain writes. On failure count the loss and keep
-        going."""
-        if not size:
-            return
-        with self._write_lock:
-            if self._fd is None:
-                if self.path is None:
-                    self.stats.bytes += size
-                    self.stats.lines += lines
-                else:
-                    self.stats.lost_bytes += size
-                    self.stats.lost_lines += lines
-                return
-            # After a failed write left a partial line at the end of the file, end it first
-            # so that the next record starts on a line of its own.
-            lead = b"\n" if self._torn else b""
-            pieces = [lead, *parts] if lead else parts
-            if len(pieces) > MAX_WRITE_PARTS:
-                pieces = [b"".join(pieces)]
-            total = len(lead) + size
-            done = 0
-            try:
-                done = os.writev(self._fd, pieces)
-                if done < total:
-                    buf = b"".join(pieces)
-                    view = memoryview(buf)
-                    while done < total:
-                        done += os.write(self._fd, view[done:])
-            except OSError as exc:
-                self._count_failure(b"".join(parts), lead, done, exc)
-                return
-            self._torn = False
-            self.stats.bytes += size
-            self.stats.lines += lines
-            if self._write_failed:
-                self._write_failed = False
-                self.events.event(
-                    f"application log {self.path} is writable again; "
-                    f"{self.stats.lost_lines} lines ({self.stats.lost_bytes} bytes) were lost so far"
-                )
-
-    def _count_failure(self, data: bytes, lead: bytes, done: int, exc: OSError) -> None:
-        if done:
-            self._torn = (lead + data)[done - 1] != 0x0A
-        kept = max(0, done - len(lead))
-        self.stats.bytes += kept
-        self.stats.lines += data.count(b"\n", 0, kept)
-        self.stats.lost_bytes += len(data) - kept
-        self.stats.lost_lines += data.count(b"\n", kept)
-        if not self._loss_reported:
-            self._loss_reported = True
-            self.events.event(
-                f"ERROR: cannot write application log {self.path}: {exc.strerror or exc}; "
-                "workers keep running; lost lines are counted and reported when the cycle ends"
-            )
-        self._write_failed = True
-
-    def close(self) -> None:
-        with self._write_lock:
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                except OSError as exc:
-                    self.events.event(f"ERROR: closing application log {self.path}: {exc.strerror or exc}")
-                self._fd = None
 
 
 class AppLog:
@@ -408,7 +127,7 @@ class AppLog:
         for files off local disks (``slurm_ft.health.storage.off_local_disk``). ``stall_after``: a
         write of that child unfinished for this long means its mount stopped answering.
         ``heard``: called by a reader thread for every chunk it read (the hang watch times
-        the workers' output there: ``launch/arrivals.py``)."""
+        the workers' output there: ``launch/hang/arrivals.py``)."""
         self.path = path
         self.rank_width = rank_width
         self.line_cap = line_cap
@@ -418,79 +137,25 @@ class AppLog:
         self.read_size = read_size
         self.stats = AppLogStats()
         self._tee_enabled = tee
-        self._tee_fds = {"stdout": tee_stream_fd, "stderr": tee_err_fd}
-        self._tee_queue_bytes = tee_queue_bytes
-        self._tees: dict[int, _Tee] = {}
+        self._echoes = Echoes(tee_stream_fd, tee_err_fd, tee_queue_bytes, events)
         self._threads: list[threading.Thread] = []
-        self._streams: list[_Stream] = []
+        self._streams: list[RankStream] = []
         self._deadline: float | None = None
         self._closed = False
         # Readable once close() was called: wakes readers waiting on a quiet pipe.
         self._closing_r, self._closing_w = os.pipe2(os.O_CLOEXEC)
-        self.stall_after = stall_after
         self._heard = heard
-        self._use_scribe = scribe
-        self._scribe: Scribe | None = None
-        self._scribed: dict[int, ScribedFile] = {}
-        self._file: CycleFile | ScribedFile = (
-            self._scribed_file(path, raw=False)
-            if path is not None and self._needs_scribe(path)
-            else CycleFile(path, self.stats, events)
-        )
+        self._files = LogFiles(events, self.stats, scribe, stall_after)
+        self._file = self._files.cycle_file(path)
         self._write = self._file.write_parts
 
-    def _needs_scribe(self, path: Path) -> bool:
-        if self._use_scribe is not None:
-            return self._use_scribe
-        from slurm_ft.health.storage import off_local_disk
-
-        return off_local_disk(path.parent)
-
-    def _scribed_file(self, path: Path, *, raw: bool) -> ScribedFile:
-        """A file written by this cycle's scribe child, started with the first such file."""
-        if self._scribe is None:
-            from slurm_ft.scribe import Scribe
-
-            self._scribe = Scribe(
-                "applog", stall_after=self.stall_after, on_event=on_child_event(self.events, self._scribed)
-            )
-        f = ScribedFile(self._scribe, len(self._scribed), path, self.events, raw=raw)
-        self._scribed[f.slot] = f
-        return f
-
-    def _rank_file(self, path: Path) -> _RankFile | ScribedFile:
-        return (
-            self._scribed_file(path, raw=True)
-            if self._needs_scribe(path.parent)
-            else _RankFile(path, self.events)
-        )
-
-    def _settle_scribe(self) -> None:
-        """Let the scribe write what it holds (within ``stall_after``; at once when it has
-        stopped answering), then count: what it never wrote is lost."""
-        if self._scribe is None:
-            return
-        self._scribe.close(0.0 if self._scribe.stalled() else self.stall_after)
-        if isinstance(self._file, ScribedFile):
-            written_bytes, written_lines, lost_bytes, lost_lines = self._file.lost()
-            self.stats.bytes += written_bytes
-            self.stats.lines += written_lines
-            self.stats.lost_bytes += lost_bytes
-            self.stats.lost_lines += lost_lines
-
-    def _emit(self, stream: _Stream, parts: Sequence[Part], lines: int) -> None:
+    def _emit(self, stream: RankStream, parts: Sequence[Part], lines: int) -> None:
         size = sum(map(len, parts))
         if not size:
             return
         self._write(parts, size, lines)
         if stream.tee is not None:
             stream.tee.put(b"".join(parts), lines)
-
-    def _echo_to(self, kind: str) -> _Tee:
-        fd = self._tee_fds["stderr" if kind == "stderr" else "stdout"]
-        if fd not in self._tees:
-            self._tees[fd] = _Tee(fd, self._tee_queue_bytes, self.events)
-        return self._tees[fd]
 
     def note(self, global_rank: int, text: str) -> None:
         """Launcher notes about a rank (the stacks of a hang), one marked line per line of
@@ -522,13 +187,13 @@ class AppLog:
         os.set_blocking(read_fd, False)
         if echo is None:
             echo = self._tee_enabled and (self.tee_local_ranks is None or local_rank in self.tee_local_ranks)
-        stream = _Stream(
+        stream = RankStream(
             global_rank,
             local_rank,
             read_fd,
             LineFramer(global_rank, self.rank_width, self.line_cap),
-            self._echo_to(kind) if echo else None,
-            self._rank_file(rank_file) if rank_file is not None else None,
+            self._echoes.to(kind) if echo else None,
+            self._files.rank_file(rank_file) if rank_file is not None else None,
         )
         thread = threading.Thread(
             target=self._reader, args=(stream,), name=f"applog-rank{global_rank}", daemon=True
@@ -537,7 +202,7 @@ class AppLog:
         self._streams.append(stream)
         thread.start()
 
-    def _reader(self, stream: _Stream) -> None:
+    def _reader(self, stream: RankStream) -> None:
         """Read one pipe to end of stream; after close(), at most until the deadline.
 
         Reads first and waits only on an empty pipe, so a busy pipe costs one syscall per
@@ -592,25 +257,16 @@ class AppLog:
             stream.ended.set()
 
     def last_traceback(self, global_rank: int, wait: float) -> str | None:
-        """The last Python traceback ``global_rank`` wrote, or None. Call once the worker
-        exited: waits up to ``wait`` seconds for its pipes to end (a crash's traceback is
-        the last thing it writes, and its end of stream follows the exit at once)."""
-        deadline = time.monotonic() + wait
-        found = None
-        for stream in self._streams:
-            if stream.global_rank != global_rank:
-                continue
-            stream.ended.wait(max(0.0, deadline - time.monotonic()))
-            found = last_traceback(stream.tail.data()) or found
-        return found
+        """The last Python traceback ``global_rank`` wrote (:func:`rankstream.rank_traceback`)."""
+        return rank_traceback(self._streams, global_rank, wait)
 
-    def _end(self, stream: _Stream, note: str | None = None) -> None:
+    def _end(self, stream: RankStream, note: str | None = None) -> None:
         data, lines = stream.framer.finish()
         self._emit(stream, (data,), lines)
         if note is not None:
             self._emit(stream, (stream.framer.note(note),), 1)
 
-    def _abandon(self, stream: _Stream) -> None:
+    def _abandon(self, stream: RankStream) -> None:
         """Write what the pipe already holds (bounded), then give up on it unless that
         reached end of stream after all."""
         budget = 4 * DEFAULT_PIPE_SIZE
@@ -651,13 +307,6 @@ class AppLog:
         the spawn (end of stream never arrives otherwise). ``rank_dir`` is
         :func:`streams.rank_dir` of this worker, required when a route has a rank file."""
 
-        def file_for(route: streams_mod.Route, name: str) -> Path | None:
-            if not route.rank_file:
-                return None
-            if rank_dir is None:
-                raise ValueError("a per-rank file is routed but no rank_dir was given")
-            return rank_dir / name
-
         if not output.split:
             if not output.out.pipe:
                 return None, None
@@ -673,9 +322,8 @@ class AppLog:
                 fds.append(None)
                 continue
             r, w = open_worker_pipe()
-            self.attach(
-                global_rank, local_rank, r, kind=kind, echo=route.echo, rank_file=file_for(route, name)
-            )
+            rank_file = streams_mod.rank_file_path(route, name, rank_dir)
+            self.attach(global_rank, local_rank, r, kind=kind, echo=route.echo, rank_file=rank_file)
             fds.append(w)
         return fds[0], fds[1]
 
@@ -690,16 +338,9 @@ class AppLog:
         for thread in self._threads:
             thread.join()
         os.close(self._closing_r)
-        self._settle_scribe()
-        for stream in self._streams:
-            self.stats.split_lines += stream.framer.split_lines
-            self.stats.abandoned_streams += stream.abandoned
-            self.stats.peak_pending_bytes = max(self.stats.peak_pending_bytes, stream.peak_pending)
-            if stream.rank_file is not None:
-                self.stats.rank_file_lost_bytes += stream.rank_file.lost_bytes
-        for tee in self._tees.values():
-            tee.close(self.drain_timeout)
-            self.stats.tee_dropped_lines += tee.dropped_lines
+        self._files.settle(self._file)
+        count_streams(self._streams, self.stats)
+        self.stats.tee_dropped_lines += self._echoes.close(self.drain_timeout)
         self._file.close()
         if self.stats.lost_lines or self.stats.lost_bytes:
             self.events.event(

@@ -1,6 +1,6 @@
 """The cycle log and per-rank files on a mount that may stop answering, written by a scribe.
 
-``applog.CycleFile`` writes a file itself; that is right on a local disk, and wrong on an
+``cyclefile.CycleFile`` writes a file itself; that is right on a local disk, and wrong on an
 NFS, Lustre or FUSE mount, where a write to a dead server never returns and the launcher
 could then neither finish the cycle nor exit (see :mod:`slurm_ft.scribe`). For such a
 path the reader threads hand whole lines to a scribe child instead: the same whole-line

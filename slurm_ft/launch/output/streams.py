@@ -109,3 +109,13 @@ def rank_dir(log_dir: str | Path, run_id: str, cycle: int, rank: int) -> Path:
 
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
+
+
+def rank_file_path(route: Route, name: str, rank_dir: Path | None) -> Path | None:
+    """Where ``route`` copies its stream (``name`` in the worker's :func:`rank_dir`); None:
+    it has no per-rank file."""
+    if not route.rank_file:
+        return None
+    if rank_dir is None:
+        raise ValueError("a per-rank file is routed but no rank_dir was given")
+    return rank_dir / name

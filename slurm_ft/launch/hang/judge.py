@@ -14,8 +14,9 @@ from functools import partial
 from pathlib import Path
 
 from slurm_ft import progress, records
-from slurm_ft.launch import hang, hanglearn, spares
+from slurm_ft.launch import hang, spares
 from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.hang import learn
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
@@ -67,9 +68,9 @@ class JobJudge:
         self.learn_silence = hangs.limits.learn_silence
         self.learn_iteration = hang.Limits.from_settings(cfg.settings.hang, spec is not None).learn_iteration
         self.history = history
-        self.silence_rhythm = hanglearn.begin(ticks(), history[0], startup)
+        self.silence_rhythm = learn.begin(ticks(), history[0], startup)
         self.said_warm = False  # the launcher log said that the known start-up ended the warm-up
-        self.iteration_rhythm = hanglearn.begin(ticks(), history[1])
+        self.iteration_rhythm = learn.begin(ticks(), history[1])
         self.said: dict[str, float | None] = {"silence": None, "iteration": None}
         self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
         self.fresh = True  # no look yet in this cycle
@@ -77,13 +78,7 @@ class JobJudge:
         # the learning wants finer samples than the loop's fixed period (None: one node).
         self.sampler = threads.sample_with(hangs.sample)
         if spec is not None:  # for the iteration timeout, and for the report's timed readings
-            from slurm_ft.health.storage import off_local_disk
-
-            local = not off_local_disk(spec.path)
-            period = min(hangs.limits.period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
-            read = partial(_progress_mark if local else _bounded_mark, spec)
-            on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
-            self.iterations = hang.IterationWatch(read, period, on_change=on_change)
+            self.iterations = _iteration_watch(spec, hangs.limits.period, cfg, clock, add_line)
             self.iterations.start()
 
     def new_cycle(self, startup: float = 0.0) -> None:
@@ -93,23 +88,20 @@ class JobJudge:
         if self.iterations is not None:
             self.iterations.restart()
         now = self.ticks()
-        self.silence_rhythm = hanglearn.begin(now, self.silence_rhythm.longest, startup)
+        self.silence_rhythm = learn.begin(now, self.silence_rhythm.longest, startup)
         self.said_warm = False
-        self.iteration_rhythm = hanglearn.begin(now, self.iteration_rhythm.longest)
+        self.iteration_rhythm = learn.begin(now, self.iteration_rhythm.longest)
         self.peer_seen.clear()
         self.fresh = True
 
     def learned_startup(self) -> float | None:
-        """This cycle's start-up as far as it is known (:func:`hanglearn.startup_seen`), for
+        """This cycle's start-up as far as it is known (:func:`learn.startup_seen`), for
         the ledger at the cycle's end."""
-        return hanglearn.startup_seen(self.learn_silence, self.silence_rhythm, self.ticks())
+        return learn.startup_seen(self.learn_silence, self.silence_rhythm, self.ticks())
 
     def learned_gaps(self) -> tuple[float | None, float | None]:
         """This cycle's longest silence and iteration gaps (None: none learned), for the ledger."""
-        return (
-            self.silence_rhythm.cycle_longest or None,
-            self.iteration_rhythm.cycle_longest or None,
-        )
+        return (self.silence_rhythm.cycle_longest or None, self.iteration_rhythm.cycle_longest or None)
 
     def judge(self, i: int, names: tuple[str, ...]) -> Failure | None:
         """The cycle's failure, or None. A spare that stops is only recorded: the training
@@ -149,11 +141,11 @@ class JobJudge:
         if self.fresh:  # the cycle's first look: its watch began ``own`` ago
             self.fresh = False
             known = self.silence_rhythm.known_startup
-            self.silence_rhythm = hanglearn.begin(now - own, self.silence_rhythm.longest, known)
+            self.silence_rhythm = learn.begin(now - own, self.silence_rhythm.longest, known)
         self._note_progress()
         self._note_warm(now)
         rhythm = self.silence_rhythm
-        learning = policy.learning and now >= hanglearn.warm_until(policy, rhythm)
+        learning = policy.learning and now >= learn.warm_until(policy, rhythm)
         # The peers matter only once node 0's own workers were quiet long enough for a gap
         # to count, or for a held rank to matter (the job's gaps are those of all its nodes
         # together; while node 0's workers write, the job's quiet is at most theirs): one
@@ -171,17 +163,17 @@ class JobJudge:
             quiet = []
         if policy.learning and (quiet or node0_runs):
             for life, since in lives:  # this node's signs of life since the last look, in order
-                rhythm = hanglearn.observe(policy, rhythm, life, since)
-            self.silence_rhythm = hanglearn.observe(policy, rhythm, now - min(quiet or [own]))
+                rhythm = learn.observe(policy, rhythm, life, since)
+            self.silence_rhythm = learn.observe(policy, rhythm, now - min(quiet or [own]))
             self._say("silence", policy, self.silence_rhythm, now, "hang.timeout")
             if node0_runs:
                 self._pace(now, own, learning)
         if quiet:
-            timeout = hanglearn.limit(policy, self.silence_rhythm, now)
-            basis = hanglearn.basis(policy, self.silence_rhythm, now, "hang.timeout")
+            timeout = learn.limit(policy, self.silence_rhythm, now)
+            basis = learn.basis(policy, self.silence_rhythm, now, "hang.timeout")
             silent = hang.judge_silence(quiet, timeout, basis)
             if silent is not None:
-                self.silence_rhythm = hanglearn.judged(policy, self.silence_rhythm, min(quiet))
+                self.silence_rhythm = learn.judged(policy, self.silence_rhythm, min(quiet))
                 return silent
             own_held = self.hangs.stopped_ranks() if node0_runs else ()
             held = [*own_held, *(r for raw in reports for r in hang.reported_held(raw, i))]
@@ -192,48 +184,48 @@ class JobJudge:
             return None
         ipolicy = self.learn_iteration
         if ipolicy.learning:
-            self.iteration_rhythm = hanglearn.observe(
+            self.iteration_rhythm = learn.observe(
                 ipolicy, self.iteration_rhythm, now - self.iterations.still()
             )
             self._say("iteration", ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
-        timeout = hanglearn.limit(ipolicy, self.iteration_rhythm, now)
+        timeout = learn.limit(ipolicy, self.iteration_rhythm, now)
         if timeout and timeout != math.inf:
-            basis = hanglearn.basis(ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
+            basis = learn.basis(ipolicy, self.iteration_rhythm, now, "hang.iteration_timeout")
             stalled = self.iterations.stalled(timeout, basis)
             if stalled is not None:
                 still = self.iterations.still()
-                self.iteration_rhythm = hanglearn.judged(ipolicy, self.iteration_rhythm, still)
+                self.iteration_rhythm = learn.judged(ipolicy, self.iteration_rhythm, still)
             return stalled
         return None
 
     def _held_hang(self, quiet: list[float], held: list[int], timeout: float) -> hang.Hang | None:
-        """The stopped-rank rule: the job silent for :func:`hanglearn.stopped_limit` while
+        """The stopped-rank rule: the job silent for :func:`learn.stopped_limit` while
         a rank sat stopped or in uninterruptible sleep at every look of it (no start-up
         looks like that), where that limit lies below the one in force (the warm-up's)."""
         if not held:
             return None
         policy = self.learn_silence
-        limit = hanglearn.stopped_limit(policy, self.silence_rhythm)
+        limit = learn.stopped_limit(policy, self.silence_rhythm)
         if not limit or limit >= timeout:
             return None
-        found = hang.judge_silence(quiet, limit, hanglearn.stopped_basis(policy, self.silence_rhythm, held))
+        found = hang.judge_silence(quiet, limit, learn.stopped_basis(policy, self.silence_rhythm, held))
         if found is None:
             return None
-        self.silence_rhythm = hanglearn.judged_stopped(self.silence_rhythm)
+        self.silence_rhythm = learn.judged_stopped(self.silence_rhythm)
         return dataclasses.replace(found, ranks=tuple(sorted(set(held))))
 
     def _note_progress(self) -> None:
-        """The cycle's first progress ends its warm-up (:func:`hanglearn.progressed`); the
+        """The cycle's first progress ends its warm-up (:func:`learn.progressed`); the
         launcher log says when, since the learned limits apply from there."""
         first = self.iterations.progressed() if self.iterations is not None else None
         if first is None or first >= self.silence_rhythm.progressed:
             return
-        before = hanglearn.warm_until(self.learn_silence, self.silence_rhythm)
-        moved = hanglearn.progressed(self.silence_rhythm, first)
+        before = learn.warm_until(self.learn_silence, self.silence_rhythm)
+        moved = learn.progressed(self.silence_rhythm, first)
         if moved == self.silence_rhythm:  # before this cycle's watch began
             return
         self.silence_rhythm = moved
-        self.iteration_rhythm = hanglearn.progressed(self.iteration_rhythm, first)
+        self.iteration_rhythm = learn.progressed(self.iteration_rhythm, first)
         if first < before and (self.learn_silence.learning or self.learn_iteration.learning):
             took = first - self.silence_rhythm.started
             self.ev.event(f"warm-up over: the cycle's first progress came after {took:.1f}s")
@@ -242,25 +234,16 @@ class JobJudge:
         """How often this node's workers are sampled and the loop wakes, while it learns
         (``learning``: past the warm-up)."""
         policy, base = self.learn_silence, self.hangs.limits.period
-        every = hanglearn.tick(policy, self.silence_rhythm, now, base)
+        every = learn.tick(policy, self.silence_rhythm, now, base)
         sampler = self.sampler
         if sampler is not None and self.hangs.sampler_age() > 2 * sampler:
             sampler = None  # its store call is blocked: the loop samples again
-        due = self._iteration_due(now)
+        due = _iteration_due(self.iterations, self.learn_iteration, self.iteration_rhythm, now)
         exact = learning and self.hangs.exact()
         until_limit = None
-        if not exact and hanglearn.coarse(policy, self.silence_rhythm, now, base):
-            until_limit = hanglearn.limit(policy, self.silence_rhythm, now) - own
-        self.hangs.set_pace(hanglearn.pace(policy, every, base, own, sampler, due, exact, until_limit))
-
-    def _iteration_due(self, now: float) -> float:
-        """Seconds until the iteration detector's limit expires (infinite: none)."""
-        if self.iterations is None:
-            return math.inf
-        timeout = hanglearn.limit(self.learn_iteration, self.iteration_rhythm, now)
-        if not timeout:
-            return math.inf
-        return timeout - self.iterations.still()
+        if not exact and learn.coarse(policy, self.silence_rhythm, now, base):
+            until_limit = learn.limit(policy, self.silence_rhythm, now) - own
+        self.hangs.set_pace(learn.pace(policy, every, base, own, sampler, due, exact, until_limit))
 
     def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:
         """A peer's quiet now: what it reported when it fell silent, plus the time since node 0
@@ -281,26 +264,54 @@ class JobJudge:
         """The launcher log says when the job's known start-up ended the warm-up (the
         learned limits apply from there)."""
         policy, rhythm = self.learn_silence, self.silence_rhythm
-        if self.said_warm or not hanglearn.ended_by_startup(policy, rhythm):
+        if self.said_warm or not learn.ended_by_startup(policy, rhythm):
             return
-        if now >= hanglearn.warm_until(policy, rhythm):
+        if now >= learn.warm_until(policy, rhythm):
             self.said_warm = True
-            self.ev.event(f"warm-up over: {hanglearn.startup_basis(policy, rhythm)}")
+            self.ev.event(f"warm-up over: {learn.startup_basis(policy, rhythm)}")
 
-    def _say(
-        self, what: str, policy: hanglearn.Policy, rhythm: hanglearn.Rhythm, now: float, name: str
-    ) -> None:
+    def _say(self, what: str, policy: learn.Policy, rhythm: learn.Rhythm, now: float, name: str) -> None:
         """The launcher log says a learned limit when it is first learned and when it moves."""
-        if rhythm.longest <= 0 or now < hanglearn.warm_until(policy, rhythm):
+        if rhythm.longest <= 0 or now < learn.warm_until(policy, rhythm):
             return
-        value = hanglearn.limit(policy, rhythm, now)
-        if hanglearn.worth_saying(self.said[what], value):
+        value = learn.limit(policy, rhythm, now)
+        if learn.worth_saying(self.said[what], value):
             self.said[what] = value
-            self.ev.event(f"{what} hang timeout: {hanglearn.basis(policy, rhythm, now, name)}")
+            self.ev.event(f"{what} hang timeout: {learn.basis(policy, rhythm, now, name)}")
 
     def stop(self) -> None:
         if self.iterations is not None:
             self.iterations.stop()
+
+
+def _iteration_watch(
+    spec: SourceSpec,
+    period: float,
+    cfg: AgentConfig,
+    clock: Callable[[], float],
+    add_line: Callable[[Path, bytes], None] | None,
+) -> hang.IterationWatch:
+    """The progress source's watch: read directly on a local disk, by an abandonable child
+    off it; every change is kept as a timed reading for the report."""
+    from slurm_ft.health.storage import off_local_disk
+
+    local = not off_local_disk(spec.path)
+    period = min(period, READINGS_PERIOD_S if local else READINGS_PERIOD_REMOTE_S)
+    read = partial(_progress_mark if local else _bounded_mark, spec)
+    on_change = partial(_keep_reading, cfg.state.progress_readings, clock, add_line)
+    return hang.IterationWatch(read, period, on_change=on_change)
+
+
+def _iteration_due(
+    watch: hang.IterationWatch | None, policy: learn.Policy, rhythm: learn.Rhythm, now: float
+) -> float:
+    """Seconds until the iteration detector's limit expires (infinite: none)."""
+    if watch is None:
+        return math.inf
+    timeout = learn.limit(policy, rhythm, now)
+    if not timeout:
+        return math.inf
+    return timeout - watch.still()
 
 
 def _keep_reading(
