@@ -164,9 +164,9 @@ class HangSettings:
     iteration_timeout: float = 0.0  # the checkpoint iteration did not advance for this long
     # Learned timeouts (README "Hangs"): a hang at safety_factor x the longest gap between
     # the job's signs of life, at least learned_floor, at most timeout; 0: fixed timeouts.
-    safety_factor: float = 7.0  # hanglearn.DEFAULT_FACTOR (why 7: its comment)
+    safety_factor: float = 7.0  # hang.learn.DEFAULT_FACTOR (why 7: its comment)
     learned_floor: float = 20.0
-    initial_timeout: float = 600.0  # each cycle's warm-up at most (see hanglearn.warm_until)
+    initial_timeout: float = 600.0  # each cycle's warm-up at most (see hang.learn.warm_until)
     rank_heartbeat_timeout: float = 0.0  # slurm_ft.worker.heartbeat() not called for this long
     rank_initial_heartbeat_timeout: float = 0.0  # ... before a rank's first heartbeat
     rank_section_timeouts: list[str] = field(default_factory=list)  # "name=S" entries

@@ -59,7 +59,7 @@ class FailureKind(str, Enum):
     SIGNAL = "signal"  # a launcher received a terminating signal
     LAUNCHER = "launcher"  # a launcher failed
     NIC = "nic"  # a monitored NIC of a node went down while workers ran (health.nic_monitor_fatal)
-    HANG = "hang"  # a hang detector fired (see launch/hang.py); the workers were alive but stuck
+    HANG = "hang"  # a hang detector fired (see launch/hang/); the workers were alive but stuck
     # The node's health check failed while its workers trained (health.check_interval): the
     # node joins the next cycle unhealthy, as after a failed check before the join.
     UNHEALTHY = "unhealthy"
