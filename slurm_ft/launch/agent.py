@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -36,7 +36,7 @@ from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous import jobsecret, openfiles
 from slurm_ft.launch.rendezvous.background import STORE_CONNECTIONS, BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
-from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, JoinInfo, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
@@ -148,7 +148,7 @@ class Agent:
         holdings = self.lost_nodes.holdings() if self.lost_nodes is not None else None
         if holdings is not None and self.client is not None:  # what this node's memory holds
             self.client.publish_snapshots(i, self.cfg.job.node_rank, holdings.encode())
-        member.join(i, self.unhealthy, stuck=self.stuck)
+        member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
         self.phases.append(Phase.DECIDE)
         decision = self._decide(i, cycle)
         if not decision.run:
@@ -260,7 +260,8 @@ class Agent:
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
             self.run = dataclasses.replace(self.run, nodes=self.coordinator.nodes or self.run.nodes)
             if decision.run and self.lost_nodes is not None:
-                decision = dataclasses.replace(decision, snapshot_plan=self._plan_snapshots(i, decision))
+                planned = self._plan_snapshots(i, decision, roster.joins)
+                decision = dataclasses.replace(decision, snapshot_plan=planned)
             if decision.run:
                 self.coordinator.begin_cycle(self.run, i, cycle, decision)
             return decision
@@ -297,16 +298,19 @@ class Agent:
             self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
 
-    def _plan_snapshots(self, i: int, decision: Decision) -> bool:
-        """Node 0, before it publishes the decision: every launcher's holdings read here
-        once (O(N) at node 0) and each active launcher's part of the plan written, so a
-        launcher reads one key, not every launcher's holdings. Whether any part was written."""
+    def _plan_snapshots(self, i: int, decision: Decision, joins: Sequence[JoinInfo | None]) -> bool:
+        """Node 0, before it publishes the decision: the holdings of the launchers whose
+        join says they published read here once (O(N) at node 0; nothing when none did)
+        and each active launcher's part of the plan written, so a launcher reads one key,
+        not every launcher's holdings. Whether any part was written."""
         from slurm_ft.launch.snapshots import lostnode
 
         assert self.client is not None
-        nodes = range(self.cfg.num_nodes)
+        nodes = [k for k, info in enumerate(joins) if info is not None and info.snapshots]
+        active = decision.active or tuple(range(self.cfg.num_nodes))
+        if not nodes:
+            return False
         published = dict(zip(nodes, self.client.snapshot_holdings(i, nodes), strict=True))
-        active = decision.active or tuple(nodes)
         planned = lostnode.parts(published, active, self.cfg.topo.nproc_per_node)
         if planned is None:
             return False

@@ -179,6 +179,7 @@ class JoinInfo:
     pid: int
     unhealthy: str | None = None
     stuck: str | None = None  # a worker of the last cycle could not be killed (see Member.join)
+    snapshots: bool = False  # its snapshot holdings are published (Keys.snapshots): node 0 reads them
 
 
 @dataclass(frozen=True)
