@@ -342,7 +342,7 @@ class Agent:
         stuck = self.member.stop(i, cycle, workers, end)
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
-        if workers is not None and self.snapshots.on:
+        if workers is not None and self.snapshots.used():
             self._snapshot_books(cycle, workers)
         lost = workers.log_lost if workers is not None else (0, 0)
         self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS, log_lost=lost)

@@ -2,7 +2,8 @@
 (the cycle harness of ``test_launch_cycle``: several launchers in one process over one
 in-memory store, real workers, real snapshot areas and peer services): node 0 alone reads
 what the launchers hold, each launcher reads its own part of the plan (one key), and a
-job whose nodes hold nothing writes and reads no snapshot key at all. Before, every
+job whose nodes hold nothing writes and reads no snapshot key at all, nor a snapshot
+record per node and cycle. Before, every
 launcher read every launcher's holdings: N^2 key reads at node 0 per cycle."""
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def test_node0_alone_reads_the_holdings_and_each_launcher_its_own_part(tmp_path:
         assert "snapshots: the cycle resumes at step 5: replicated from own memory" in c.node(k).events()
 
 
-def test_a_job_whose_nodes_hold_nothing_reads_and_writes_no_snapshot_key(tmp_path: Path) -> None:
+def test_workers_that_never_snapshot_cost_no_snapshot_key_or_record(tmp_path: Path) -> None:
     c = SnapshotCycle(tmp_path, held=None).start()
     assert c.finish() == [0] * NODES
     store = c.store
@@ -119,3 +120,6 @@ def test_a_job_whose_nodes_hold_nothing_reads_and_writes_no_snapshot_key(tmp_pat
     assert store.count(store.written, "snap") == store.count(store.written, "snapplan") == 0
     assert store.count(store.asked, "snapplan") == store.count(store.asked, "snap") == 0
     assert "snapshots: serving this node's snapshots" in c.node(1).events()
+    for k in range(NODES):  # workers that never touched their area: no line, no record
+        assert "newest snapshot here" not in c.node(k).events()
+        assert not c.state.node_snapshots(0, f"node{k}").exists()
