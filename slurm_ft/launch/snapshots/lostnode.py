@@ -1,7 +1,8 @@
 """A lost node loses no snapshot: this launcher's part (issue #44).
 
 Every launcher of a multi-node job with snapshots on and a job secret serves its node's
-area to the others (:mod:`peer`). Before it joins a cycle, a launcher whose memory holds a
+area to the others (:mod:`peer`), from the first cycle its memory holds a snapshot (at
+start with replicas). Before it joins a cycle, a launcher whose memory holds a
 snapshot (or that keeps replicas: its ring neighbour needs its address) publishes, sealed
 in the store, its service's address and the steps its memory holds per key; one that
 holds nothing writes nothing. After it decides, node 0 alone reads what was published
@@ -168,22 +169,15 @@ def for_launcher(
         return None
     if job.node_rank >= len(job.hosts):
         return None
-    try:
-        made = LostNodes(
-            area,
-            cfg.auth.key,
-            job.node_rank,
-            job.hosts[job.node_rank],
-            limit=limit,
-            replicas=cfg.settings.launch.snapshot_replicas,
-            event=event,
-        )
-    except OSError as exc:
-        event(f"snapshots: no service for other nodes: {exc}; a spare starts from the checkpoint")
-        return None
-    replicas = " and keeping its shards' replicas on the next node" if made.replicas else ""
-    event(f"snapshots: serving this node's snapshots to the job's launchers at {made.address}{replicas}")
-    return made
+    return LostNodes(
+        area,
+        cfg.auth.key,
+        job.node_rank,
+        job.hosts[job.node_rank],
+        limit=limit,
+        replicas=cfg.settings.launch.snapshot_replicas,
+        event=event,
+    )
 
 
 def _acts(chosen: sources.Plan, found: Mapping[int, Holdings]) -> bool:
@@ -241,9 +235,13 @@ class LostNodes:
         self.limit = limit
         self.event = event
         self.max_size = limit if limit is not None else 1 << 44
-        self.server = peer.PeerServer(area, secret, max_size=self.max_size, limit=limit, event=event)
-        self.address = peer.Address(host, self.server.port)
+        self.host = host
+        self.server: peer.PeerServer | None = None  # started when first needed (serve)
+        self.address: peer.Address | None = None
+        self._unserved = False  # the service could not start: said once, not tried again
         self.replicas = replicas
+        if replicas > 0:
+            self.serve()  # the ring's previous node pushes here before this memory holds anything
         self._target: peer.Address | None = None
         self._target_lock = threading.Lock()
         self._stop = threading.Event()
@@ -256,7 +254,31 @@ class LostNodes:
         self._stop.set()
         if self._pusher is not None:
             self._pusher.join(timeout=FETCH_TIMEOUT_S)
-        self.server.close()
+        if self.server is not None:
+            self.server.close()
+
+    def serve(self) -> peer.Address | None:
+        """This node's service, started the first time it is needed (a snapshot held, or
+        replicas kept): a job whose workers never snapshot opens no port and runs no
+        thread for it. None where it cannot start (said once: a spare starts from the
+        checkpoint)."""
+        if self.server is None and not self._unserved:
+            try:
+                self.server = peer.PeerServer(
+                    self.area, self.secret, max_size=self.max_size, limit=self.limit, event=self.event
+                )
+            except OSError as exc:
+                self._unserved = True
+                self.event(
+                    f"snapshots: no service for other nodes: {exc}; a spare starts from the checkpoint"
+                )
+                return None
+            self.address = peer.Address(self.host, self.server.port)
+            replicas = " and keeping its shards' replicas on the next node" if self.replicas else ""
+            self.event(
+                f"snapshots: serving this node's snapshots to the job's launchers at {self.address}{replicas}"
+            )
+        return self.address
 
     # ------------------------------------------------------------------ each cycle
 
@@ -266,7 +288,7 @@ class LostNodes:
         held = reader.held_steps(self.area)
         if not held and self.replicas == 0:
             return None
-        return Holdings(self.address, held)
+        return Holdings(self.serve(), held)
 
     def prepare(self, part: Part | None) -> str | None:
         """Before this node's workers start: its keys at the cycle's step in its memory,
