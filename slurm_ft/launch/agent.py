@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -36,7 +36,7 @@ from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous import jobsecret, openfiles
 from slurm_ft.launch.rendezvous.background import STORE_CONNECTIONS, BackgroundDied, BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
-from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, JoinInfo, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
@@ -145,9 +145,10 @@ class Agent:
         self.phases.append(Phase.HEALTH)
         self.unhealthy = self.stuck or member.check_health(i) or self.books.io.problem()
         self.phases.append(Phase.JOIN)
-        if self.lost_nodes is not None and self.client is not None:  # what this node's memory holds
-            self.client.publish_snapshots(i, self.cfg.job.node_rank, self.lost_nodes.holdings().encode())
-        member.join(i, self.unhealthy, stuck=self.stuck)
+        holdings = self.lost_nodes.holdings() if self.lost_nodes is not None else None
+        if holdings is not None and self.client is not None:  # what this node's memory holds
+            self.client.publish_snapshots(i, self.cfg.job.node_rank, holdings.encode())
+        member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
         self.phases.append(Phase.DECIDE)
         decision = self._decide(i, cycle)
         if not decision.run:
@@ -258,6 +259,9 @@ class Agent:
             self.store_loss.await_fence()
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
             self.run = dataclasses.replace(self.run, nodes=self.coordinator.nodes or self.run.nodes)
+            if decision.run and self.lost_nodes is not None:
+                planned = self._plan_snapshots(i, decision, roster.joins)
+                decision = dataclasses.replace(decision, snapshot_plan=planned)
             if decision.run:
                 self.coordinator.begin_cycle(self.run, i, cycle, decision)
             return decision
@@ -275,7 +279,7 @@ class Agent:
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
         if self.lost_nodes is not None:
-            self._snapshot_sources(i, decision, topo)
+            self._snapshot_sources(i, decision)
         self.workers = CycleWorkers.start(
             cfg,
             i,
@@ -294,15 +298,35 @@ class Agent:
             self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
 
-    def _snapshot_sources(self, i: int, decision: Decision, topo: Topology) -> None:
-        """Before the workers start: this node's keys at the step every rank resumes from
-        (fetched from another node where a lost node took them); a copy no holder could give
-        ends the cycle at once, and the next one plans without that holder."""
-        assert self.lost_nodes is not None and self.client is not None and self.member is not None
-        nodes = range(self.cfg.num_nodes)
+    def _plan_snapshots(self, i: int, decision: Decision, joins: Sequence[JoinInfo | None]) -> bool:
+        """Node 0, before it publishes the decision: the holdings of the launchers whose
+        join says they published read here once (O(N) at node 0; nothing when none did)
+        and each active launcher's part of the plan written, so a launcher reads one key,
+        not every launcher's holdings. Whether any part was written."""
+        from slurm_ft.launch.snapshots import lostnode
+
+        assert self.client is not None
+        nodes = [k for k, info in enumerate(joins) if info is not None and info.snapshots]
+        active = decision.active or tuple(range(self.cfg.num_nodes))
+        if not nodes:
+            return False
         published = dict(zip(nodes, self.client.snapshot_holdings(i, nodes), strict=True))
-        active = decision.active or tuple(nodes)
-        failed = self.lost_nodes.prepare(published, active, topo.nproc_per_node)
+        planned = lostnode.parts(published, active, self.cfg.topo.nproc_per_node)
+        if planned is None:
+            return False
+        self.client.publish_snapshot_parts(i, {n: part.encode() for n, part in planned.items()})
+        return True
+
+    def _snapshot_sources(self, i: int, decision: Decision) -> None:
+        """Before the workers start: this node's keys at the step every rank resumes from
+        (fetched from another node where a lost node took them), as node 0's plan says; a
+        copy no holder could give ends the cycle at once, and the next one plans without
+        that holder."""
+        from slurm_ft.launch.snapshots import lostnode
+
+        assert self.lost_nodes is not None and self.client is not None and self.member is not None
+        raw = self.client.snapshot_part(i, self.cfg.job.node_rank) if decision.snapshot_plan else None
+        failed = self.lost_nodes.prepare(lostnode.Part.decode(raw) if raw is not None else None)
         if failed is not None:
             self.ev.event(failed)
             self.member.publish_quietly(i, FailureKind.WORKER, failed)
@@ -318,7 +342,7 @@ class Agent:
         stuck = self.member.stop(i, cycle, workers, end)
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
-        if workers is not None and self.snapshots.on:
+        if workers is not None and self.snapshots.used():
             self._snapshot_books(cycle, workers)
         lost = workers.log_lost if workers is not None else (0, 0)
         self.run = self.run.closed(end.failure, succeeded=end.kind is WatchEndKind.SUCCESS, log_lost=lost)

@@ -139,13 +139,14 @@ class Member:
             self.ev.event(f"unhealthy record not written: {exc.strerror or exc}")
         return detail
 
-    def join(self, i: int, unhealthy: str | None, stuck: str | None = None) -> None:
+    def join(self, i: int, unhealthy: str | None, stuck: str | None = None, snapshots: bool = False) -> None:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
-        then gives this node's rank to a spare (the hook for the bounded worker stop)."""
+        then gives this node's rank to a spare (the hook for the bounded worker stop).
+        ``snapshots``: this launcher published its snapshot holdings for cycle i."""
         job = self.cfg.job
-        self.client.join(
-            i, JoinInfo(job.node_rank, job.node_name, socket.gethostname(), os.getpid(), unhealthy, stuck)
-        )
+        host, pid = socket.gethostname(), os.getpid()
+        info = JoinInfo(job.node_rank, job.node_name, host, pid, unhealthy, stuck, snapshots)
+        self.client.join(i, info)
 
     def await_decision(self, i: int) -> Decision:
         """A peer waits for node 0's decision (raises StoreLost when none comes)."""

@@ -15,11 +15,10 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from slurm_ft import atomicfile, privatefiles, procident
-from slurm_ft.snapshot import layout
 
 DEFAULT_ROOT = Path("/dev/shm")
 PREFIX = "slurm-ft-snap"
@@ -79,8 +78,7 @@ def private_problem(path: Path, uid: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Space:
+class Space(NamedTuple):  # not a dataclass: made on every launcher's start (see workers/env.py)
     total: int
     free: int
 
@@ -110,9 +108,13 @@ def held(area: Path) -> int:
     """Bytes the area's slot files hold (their reserved sizes)."""
     total = 0
     try:
-        entries = list(os.scandir(area))
+        entries = [entry for entry in os.scandir(area) if entry.name != OWNER_FILE]
     except OSError:
         return 0
+    if not entries:
+        return 0  # a new area: the slots' layout is not imported on every launcher's start
+    from slurm_ft.snapshot import layout
+
     for entry in entries:
         if layout.key_of(Path(entry.name)) is None:
             continue

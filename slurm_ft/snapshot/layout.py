@@ -22,7 +22,6 @@ headers without torch.
 from __future__ import annotations
 
 import enum
-import pickle
 import struct
 import zlib
 from dataclasses import dataclass
@@ -159,6 +158,8 @@ def decode(raw: bytes | bytearray | memoryview) -> Sealed | None:
 def tensor_ref(offset: int, dtype: str, shape: tuple[int, ...]) -> object:
     """What a skeleton calls in each tensor's place (found by name when it is pickled);
     :mod:`slurm_ft.snapshot.reader` puts the tensor there instead, so this never runs."""
+    import pickle  # not at import: a launcher whose workers never snapshot never pays for it
+
     raise pickle.UnpicklingError("a snapshot's skeleton is loaded by slurm_ft.snapshot.reader only")
 
 

@@ -236,7 +236,7 @@ def test_a_transfer_without_the_job_secret_is_refused_both_ways(
 def test_a_launcher_whose_only_holder_dies_mid_transfer_says_the_checkpoint_and_keeps_no_snapshot(
     tmp_path: Path, trainers: list[Trainer], nodes: list[Node]
 ) -> None:
-    from slurm_ft.launch.snapshots.lostnode import Holdings, LostNodes
+    from slurm_ft.launch.snapshots.lostnode import Holdings, LostNodes, Part, parts
 
     one, spare = _area(tmp_path, "n1"), _area(tmp_path, "spare")
     t = start(trainers, one, rank=0, world=2, cycle=1, mib=4)
@@ -250,9 +250,14 @@ def test_a_launcher_whose_only_holder_dies_mid_transfer_says_the_checkpoint_and_
         published = {
             0: None,  # node 0 was lost: it published nothing
             1: Holdings(holder.address, reader.held_steps(one)).encode(),
-            2: me.holdings().encode(),
+            2: None,  # the spare holds nothing: it publishes nothing
         }
-        failed = me.prepare(published, (2, 1), 1)
+        assert me.holdings() is None
+        planned = parts(published, (2, 1), 1)  # node 0's plan, as the spare reads its part of it
+        assert planned is not None
+        mine = Part.decode(planned[2].encode())
+        assert mine == planned[2]
+        failed = me.prepare(mine)
     finally:
         me.close()
     assert lines[0] == "snapshots: the cycle resumes at step 7: replicated from node 1's memory"

@@ -250,6 +250,15 @@ class Client:
     def publish_snapshots(self, i: int, node: int, value: str) -> None:
         self._set_sealed(self.keys.snapshots(i, node), value)
 
+    def publish_snapshot_parts(self, i: int, parts: dict[int, str]) -> None:
+        """Node 0's plan for each launcher, one multi-set before the decision names it."""
+        keys = [self.keys.snapshot_part(i, n) for n in parts]
+        sealed = [self.sealer.seal(k, v) for k, v in zip(keys, parts.values(), strict=True)]
+        self._op(lambda: self._store.multi_set(keys, sealed))
+
+    def snapshot_part(self, i: int, node: int) -> str | None:
+        return self._read([self.keys.snapshot_part(i, node)], parse_holdings)[0]
+
     def snapshot_holdings(self, i: int, nodes: Sequence[int]) -> list[str | None]:
         """What each of ``nodes`` published for cycle i; None where nothing (a lost node)."""
         return self._read([self.keys.snapshots(i, n) for n in nodes], parse_holdings)

@@ -108,6 +108,11 @@ class Keys:
         (``launch.snapshots.lostnode``), written before it joins cycle i."""
         return self._k(f"c{i}", "snap", node)
 
+    def snapshot_part(self, i: int, node: int) -> str:
+        """Node 0's plan for one launcher's snapshots in cycle i (``launch.snapshots.lostnode``),
+        written before the decision that says it exists: each launcher reads its own, one key."""
+        return self._k(f"c{i}", "snapplan", node)
+
 
 def next_epoch(keys: Keys) -> Keys:
     """The key table of the store that succeeds ``keys``' (see ``launch.succession``)."""
@@ -174,6 +179,7 @@ class JoinInfo:
     pid: int
     unhealthy: str | None = None
     stuck: str | None = None  # a worker of the last cycle could not be killed (see Member.join)
+    snapshots: bool = False  # its snapshot holdings are published (Keys.snapshots): node 0 reads them
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,7 @@ class Decision:
     retired: tuple[str, ...] = ()
     charged: int = 0
     streak: tuple[int, ...] = ()
+    snapshot_plan: bool = False  # node 0 wrote each active launcher's snapshot plan (Keys.snapshot_part)
 
     @property
     def run(self) -> bool:
@@ -262,6 +269,7 @@ def _is_int(v: object) -> bool:
 # strings here: ``from __future__ import annotations``); an unknown one is refused.
 _CHECKS: dict[str, Callable[[object], bool]] = {
     "int": _is_int,
+    "bool": lambda v: isinstance(v, bool),
     "float": lambda v: _is_int(v) or isinstance(v, float),
     "str": lambda v: isinstance(v, str),
     "str | None": lambda v: v is None or isinstance(v, str),

@@ -1,15 +1,19 @@
 """A lost node loses no snapshot: this launcher's part (issue #44).
 
 Every launcher of a multi-node job with snapshots on and a job secret serves its node's
-area to the others (:mod:`peer`). Before it joins a cycle it publishes, sealed in the
-store, its service's address and the steps its memory holds per key; after the decision,
-an active launcher reads what every launcher published, computes the plan every other
-one computes from the same values (:mod:`sources`: the newest step every needed key is
-held at somewhere), fetches what its ranks lack from a holder of exactly that step, and
-removes its own slots of any other step of those keys, so its workers restore that step
-and no cycle mixes steps. A copy that cannot be fetched from any holder leaves the node's
-ranks with nothing, and the launcher ends the cycle at once (the next plan, without the
-lost holder, says the checkpoint).
+area to the others (:mod:`peer`), from the first cycle its memory holds a snapshot (at
+start with replicas). Before it joins a cycle, a launcher whose memory holds a
+snapshot (or that keeps replicas: its ring neighbour needs its address) publishes, sealed
+in the store, its service's address and the steps its memory holds per key; one that
+holds nothing writes nothing. After it decides, node 0 alone reads what was published
+(O(N) reads at node 0, not O(N) per launcher), computes the plan (:mod:`sources`: the
+newest step every needed key is held at somewhere) and writes each active launcher its
+:class:`Part` before the decision says there is one. Each launcher reads its own part,
+one key, fetches what its ranks lack from a holder of exactly that step, and removes its
+own slots of any other step of those keys, so its workers restore that step and no cycle
+mixes steps. A copy that cannot be fetched from any holder leaves the node's ranks with
+nothing, and the launcher ends the cycle at once (the next plan, without the lost holder,
+says the checkpoint).
 
 With ``--snapshot-replicas 1`` a thread pushes each new snapshot of this node's shards to
 the next active node in a ring (:func:`sources.replica_target`), in the background.
@@ -21,7 +25,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 LOCK_WAIT_S = 10.0
 FETCH_TIMEOUT_S = 30.0
 REPLICA_POLL_S = 0.05  # a new snapshot's replica leaves within this: its lag is what a lost node costs
+HOLDERS_NAMED = 8  # holders of a key a part names (the planned one first): a part stays small at any N
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,93 @@ class Holdings:
         return cls(address, held)
 
 
+@dataclass(frozen=True)
+class Part:
+    """Node 0's plan for one launcher: the cycle's step, where each of its keys comes from,
+    the holders (and their addresses) to fetch a key from, and its replica target's
+    address. ``acts`` False: nothing to fetch or trim (only the target may be news)."""
+
+    acts: bool
+    step: int | None = None
+    sources: tuple[sources.Source, ...] = ()
+    holders: dict[str, list[tuple[int, peer.Address]]] = field(default_factory=dict)
+    target: peer.Address | None = None
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "acts": self.acts,
+                "step": self.step,
+                "sources": [[s.key, s.via.name, s.node] for s in self.sources],
+                "holders": {k: [[n, str(a)] for n, a in hs] for k, hs in self.holders.items()},
+                "target": str(self.target) if self.target else None,
+            }
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> Part | None:
+        """None for anything that is not what node 0 writes (the store is untrusted)."""
+        try:
+            doc = json.loads(text)
+            step = doc["step"]
+            if not isinstance(doc["acts"], bool) or not (step is None or type(step) is int):
+                return None
+            return cls(
+                acts=doc["acts"],
+                step=step,
+                sources=tuple(
+                    sources.Source(str(key), sources.Via[via], None if node is None else int(node))
+                    for key, via, node in doc["sources"]
+                ),
+                holders={
+                    str(key): [(int(n), peer.Address.parse(a)) for n, a in hs]
+                    for key, hs in doc["holders"].items()
+                },
+                target=peer.Address.parse(doc["target"]) if doc["target"] else None,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def parts(
+    published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
+) -> dict[int, Part] | None:
+    """Node 0's plan, one part per active launcher, from what the launchers published
+    (None: nothing to say to anyone, nothing held and no replica target published)."""
+    found = {n: h for n, raw in published.items() if raw is not None and (h := Holdings.decode(raw))}
+    held = {n: h.held for n, h in found.items()}
+    needs = sources.needs_of(held, active, nproc_per_node)
+    chosen = sources.plan(held, needs) if needs is not None else None
+    acts = chosen is not None and _acts(chosen, found)
+    out: dict[int, Part] = {}
+    for node in active:
+        target = sources.replica_target(node, active)
+        theirs = found.get(target) if target is not None else None
+        address = theirs.address if theirs is not None else None
+        if chosen is None or not acts:
+            out[node] = Part(False, target=address)
+            continue
+        mine = chosen.sources.get(node, ())
+        holders = {
+            s.key: _holders(found, s.key, chosen.step, node, s.node)
+            for s in mine
+            if s.via is sources.Via.PEER and chosen.step is not None
+        }
+        out[node] = Part(True, chosen.step, mine, holders, address)
+    if not acts and all(p.target is None for p in out.values()):
+        return None
+    return out
+
+
+def _holders(
+    found: Mapping[int, Holdings], key: str, step: int, me: int, first: int | None
+) -> list[tuple[int, peer.Address]]:
+    """Who else holds ``key`` at ``step``, the planned source first, then in node order."""
+    nodes = [n for n in sorted(found) if n != me and step in found[n].held.get(key, ())]
+    nodes.sort(key=lambda n: n != first)
+    return [(n, a) for n in nodes if (a := found[n].address) is not None][:HOLDERS_NAMED]
+
+
 def for_launcher(
     cfg: AgentConfig, area: Path, limit: int | None, event: Callable[[str], None]
 ) -> LostNodes | None:
@@ -77,22 +169,15 @@ def for_launcher(
         return None
     if job.node_rank >= len(job.hosts):
         return None
-    try:
-        made = LostNodes(
-            area,
-            cfg.auth.key,
-            job.node_rank,
-            job.hosts[job.node_rank],
-            limit=limit,
-            replicas=cfg.settings.launch.snapshot_replicas,
-            event=event,
-        )
-    except OSError as exc:
-        event(f"snapshots: no service for other nodes: {exc}; a spare starts from the checkpoint")
-        return None
-    replicas = " and keeping its shards' replicas on the next node" if made.replicas else ""
-    event(f"snapshots: serving this node's snapshots to the job's launchers at {made.address}{replicas}")
-    return made
+    return LostNodes(
+        area,
+        cfg.auth.key,
+        job.node_rank,
+        job.hosts[job.node_rank],
+        limit=limit,
+        replicas=cfg.settings.launch.snapshot_replicas,
+        event=event,
+    )
 
 
 def _acts(chosen: sources.Plan, found: Mapping[int, Holdings]) -> bool:
@@ -150,9 +235,13 @@ class LostNodes:
         self.limit = limit
         self.event = event
         self.max_size = limit if limit is not None else 1 << 44
-        self.server = peer.PeerServer(area, secret, max_size=self.max_size, limit=limit, event=event)
-        self.address = peer.Address(host, self.server.port)
+        self.host = host
+        self.server: peer.PeerServer | None = None  # started when first needed (serve)
+        self.address: peer.Address | None = None
+        self._unserved = False  # the service could not start: said once, not tried again
         self.replicas = replicas
+        if replicas > 0:
+            self.serve()  # the ring's previous node pushes here before this memory holds anything
         self._target: peer.Address | None = None
         self._target_lock = threading.Lock()
         self._stop = threading.Event()
@@ -165,56 +254,64 @@ class LostNodes:
         self._stop.set()
         if self._pusher is not None:
             self._pusher.join(timeout=FETCH_TIMEOUT_S)
-        self.server.close()
+        if self.server is not None:
+            self.server.close()
+
+    def serve(self) -> peer.Address | None:
+        """This node's service, started the first time it is needed (a snapshot held, or
+        replicas kept): a job whose workers never snapshot opens no port and runs no
+        thread for it. None where it cannot start (said once: a spare starts from the
+        checkpoint)."""
+        if self.server is None and not self._unserved:
+            try:
+                self.server = peer.PeerServer(
+                    self.area, self.secret, max_size=self.max_size, limit=self.limit, event=self.event
+                )
+            except OSError as exc:
+                self._unserved = True
+                self.event(
+                    f"snapshots: no service for other nodes: {exc}; a spare starts from the checkpoint"
+                )
+                return None
+            self.address = peer.Address(self.host, self.server.port)
+            replicas = " and keeping its shards' replicas on the next node" if self.replicas else ""
+            self.event(
+                f"snapshots: serving this node's snapshots to the job's launchers at {self.address}{replicas}"
+            )
+        return self.address
 
     # ------------------------------------------------------------------ each cycle
 
-    def holdings(self) -> Holdings:
-        return Holdings(self.address, reader.held_steps(self.area))
-
-    def plan(
-        self, published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
-    ) -> tuple[sources.Plan, dict[int, Holdings]] | None:
-        """The cycle's plan from what the launchers published (None: nothing held anywhere)."""
-        found = {n: h for n, raw in published.items() if raw is not None and (h := Holdings.decode(raw))}
-        held = {n: h.held for n, h in found.items()}
-        needs = sources.needs_of(held, active, nproc_per_node)
-        if needs is None:
+    def holdings(self) -> Holdings | None:
+        """What to publish before a join; None (no store write) when this memory holds
+        nothing and no ring neighbour needs this service's address."""
+        held = reader.held_steps(self.area)
+        if not held and self.replicas == 0:
             return None
-        return sources.plan(held, needs), found
+        return Holdings(self.serve(), held)
 
-    def prepare(
-        self, published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
-    ) -> str | None:
-        """Before this node's workers start: its keys at the cycle's step in its memory.
-        None when they are (or nothing is held anywhere); else the failure to publish."""
-        planned = self.plan(published, active, nproc_per_node)
-        target = sources.replica_target(self.me, active)
-        theirs = Holdings.decode(published.get(target) or "") if target is not None else None
+    def prepare(self, part: Part | None) -> str | None:
+        """Before this node's workers start: its keys at the cycle's step in its memory,
+        as node 0's part for it says. None when they are (or nothing is planned); else the
+        failure to publish."""
         with self._target_lock:
-            self._target = theirs.address if theirs is not None and self.replicas > 0 else None
-        if planned is None or not _acts(*planned):
+            self._target = part.target if part is not None and self.replicas > 0 else None
+        if part is None or not part.acts:
             return None
-        chosen, found = planned
-        self.event(sources.says(chosen, self.me))
-        mine = chosen.sources.get(self.me, ())
-        for source in mine:
-            if source.via is sources.Via.PEER and chosen.step is not None:
-                why = self._fetch(source.key, chosen.step, source.node, found)
+        self.event(sources.says(sources.Plan(part.step, {self.me: part.sources}), self.me))
+        keys = [s.key for s in part.sources]
+        for source in part.sources:
+            if source.via is sources.Via.PEER and part.step is not None:
+                why = self._fetch(source.key, part.step, part.holders.get(source.key, []))
                 if why is not None:
-                    trim(self.area, [s.key for s in mine], None)
+                    trim(self.area, keys, None)
                     return why
-        trim(self.area, [s.key for s in mine], chosen.step)
+        trim(self.area, keys, part.step)
         return None
 
-    def _fetch(self, key: str, step: int, first: int | None, found: Mapping[int, Holdings]) -> str | None:
-        holders = [n for n in sorted(found) if n != self.me and step in found[n].held.get(key, ())]
-        holders.sort(key=lambda n: n != first)
+    def _fetch(self, key: str, step: int, holders: Sequence[tuple[int, peer.Address]]) -> str | None:
         failures = []
-        for n in holders:
-            address = found[n].address
-            if address is None:
-                continue
+        for n, address in holders:
             t0 = time.monotonic()
             try:
                 got = peer.fetch(

@@ -142,6 +142,19 @@ class NodeSnapshots:
 
     # ------------------------------------------------------------------ after a cycle
 
+    def used(self) -> bool:
+        """Whether any worker touched the area (a slot, a claim, a lock, a restore note):
+        a job that never calls ``worker.snapshot`` or ``restore_snapshot`` gets no line,
+        no record and no look at the area per cycle (a record per node and cycle is a
+        directory all nodes write into: issue #45)."""
+        if self.path is None:
+            return False
+        try:
+            with os.scandir(self.path) as found:
+                return any(entry.name != area.OWNER_FILE for entry in found)
+        except OSError:
+            return True  # whatever it is, the books say it
+
     def resumed(self, ranks: range, cycle: int) -> tuple[list[RankResume], bool]:
         """Where each of ``ranks`` resumed from in ``cycle``, as its restore call said
         (``restored-rank-RRRRR.json`` in the area, written by
@@ -167,7 +180,7 @@ class NodeSnapshots:
 
     def newest(self) -> Newest | None:
         """The newest complete snapshot of any rank on this node (headers only)."""
-        if self.path is None:
+        if self.path is None or not self.used():
             return None
         from slurm_ft.snapshot import reader
 
