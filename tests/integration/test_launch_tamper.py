@@ -298,6 +298,8 @@ def test_the_outsider_sees_every_family_it_overwrites():
         keys.done_by(0, 1),
         keys.result(0),
         keys.ack(1),
+        keys.snapshots(0, 1),
+        keys.snapshot_part(0, 1),
     ]
     assert [proto.family(keys, k) for k in made] == list(proto.FAMILIES)
     methods = {

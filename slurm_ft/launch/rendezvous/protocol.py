@@ -133,6 +133,8 @@ FAMILIES = (
     "c<i>/done/<node>",
     "c<i>/result",
     "ack/<node>",
+    "c<i>/snap/<node>",
+    "c<i>/snapplan/<node>",
 )
 
 
