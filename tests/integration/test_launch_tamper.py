@@ -227,7 +227,14 @@ def _assert_whole(job: SimJob, tmp_path: Path) -> None:
     assert '"cycles"' in report.stdout
 
 
-@pytest.mark.parametrize("family", proto.FAMILIES)
+# Written only by launchers whose workers snapshot, and this job's workers never do, so an
+# outsider here finds none of their keys. Forged values of these two families are not yet
+# tested with snapshotting workers (open work of issue 44); protocol.parse_holdings and the
+# plan's reader refuse what a launcher would not write.
+SNAPSHOT_FAMILIES = ("c<i>/snap/<node>", "c<i>/snapplan/<node>")
+
+
+@pytest.mark.parametrize("family", [f for f in proto.FAMILIES if f not in SNAPSHOT_FAMILIES])
 def test_overwriting_every_key_of_a_family_never_stops_the_job(tmp_path, family):
     job, outsider = _run(tmp_path, lambda j, holder: _overwrite(j, family, holder))
     _assert_whole(job, tmp_path)
