@@ -347,6 +347,8 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
     h.publish_result(0, proto.CycleResult(proto.CycleOutcome.SUCCEEDED, 1.0))
     p.ack(1)
     p.halt(0)
+    p.publish_snapshots(0, 1, "held")
+    h.publish_snapshot_parts(0, {1: "plan"})
     out = _outsider(h.port)
     listed = [k for k in out.list_keys() if k.startswith(f"slurm_ft/{sealer.namespace}")]
     assert {proto.family(keys, k) for k in listed} == set(proto.FAMILIES) - {None}
@@ -363,6 +365,8 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
         h.acked([1])
         h.beats([1])
         h.silences([1])
+        h.snapshot_holdings(0, [0, 1])
+        p.snapshot_part(0, 1)
         assert soon() - t < 2.0  # nothing waited for the store's 5 s timeout on a missing key
         # (a TCPStore wait of 50 ms may now and then take the connection's timeout on a
         # loaded host: what these must not do is wait on until their own deadline)
