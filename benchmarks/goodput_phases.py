@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     run = next(r for r in results["runs"] if r["tool"] == "slurm-ft")
     job = str(run["job_id"])
     lines = launcher_lines(work / "logs")
-    ctld = slurmctld_lines(a.slurmctld_log, job)
+    since = float(run["job_start"]) - 5.0  # a cluster brought up afresh numbers its jobs from 1 again
+    ctld = [(t, said) for t, said in slurmctld_lines(a.slurmctld_log, job) if t >= since]
     step_times = steps(work / "steps.jsonl")
     started = next((t for t, said in ctld if "Started" in said or "Allocate" in said), None)
     if started is not None:
