@@ -64,6 +64,22 @@ def slurmctld_lines(path: Path, job_id: str) -> list[tuple[float, str]]:
     return out
 
 
+def slurmd_ends(log_dir: Path, job_id: str) -> list[tuple[float, str]]:
+    """When each node's slurmd saw the job's step or batch script end (its ``done with
+    job`` lines): the launchers' processes are gone only then."""
+    out = []
+    mark = re.compile(rf"\[{re.escape(job_id)}\.(\d+|batch)\] done with job")
+    for path in sorted(log_dir.glob("slurmd-*.log")):
+        node = path.stem.removeprefix("slurmd-")
+        for line in path.read_text(errors="replace").splitlines():
+            m = _CTLD.match(line)
+            found = mark.search(m.group(2)) if m else None
+            if m and found:
+                what = "the batch script" if found.group(1) == "batch" else "the launchers' step"
+                out.append((_local(m.group(1)), f"slurmd: {what} ended on {node}"))
+    return sorted(out)
+
+
 def steps(path: Path) -> list[float]:
     out = []
     for line in path.read_text().splitlines() if path.exists() else []:
@@ -103,12 +119,11 @@ def start_up(
         out.append(Moment(first.t, f"first launcher line ({first.what.split(':')[0]})"))
     if listening:
         out.append(listening)
-        joins = [
-            t for t, _, s in lines if listening.t <= t < listening.t + 120 and "joined rendezvous store" in s
-        ]
+        spawn = _first(lines, listening.t, "starting", "worker(s)")
+        until = spawn.t if spawn else listening.t + 120
+        joins = [t for t, _, s in lines if began <= t <= until and "joined rendezvous store" in s]
         if joins:
             out.append(Moment(max(joins), f"the last peer joined ({len(joins)} joined)"))
-        spawn = _first(lines, listening.t, "starting", "worker(s)")
         if spawn:
             out.append(spawn)
     step = next((t for t in step_times if t > began), None)
@@ -118,7 +133,11 @@ def start_up(
 
 
 def preemption(
-    lines: list[tuple[float, str, str]], ctld: list[tuple[float, str]], step_times: list[float], sent: float
+    lines: list[tuple[float, str, str]],
+    ctld: list[tuple[float, str]],
+    ends: list[tuple[float, str]],
+    step_times: list[float],
+    sent: float,
 ) -> list[Moment]:
     out = [Moment(sent, "USR1 sent to the batch script (the drill's record)")]
     got = _first(lines, sent, "received SIGUSR1")
@@ -130,6 +149,10 @@ def preemption(
         m = _last_of_run(lines, sent, end, needle)
         if m:
             out.append(m)
+    step_ends = [(t, what) for t, what in ends if sent <= t <= end and "step" in what]
+    if step_ends:
+        out.append(Moment(step_ends[-1][0], f"{step_ends[-1][1]} (the last of {len(step_ends)})"))
+    out += [Moment(t, what) for t, what in ends if sent <= t <= end and "batch" in what][-1:]
     if requeued is not None:
         out.append(Moment(requeued, "slurmctld: Requeuing (the batch script's scontrol requeue)"))
         again = next((t for t, s in ctld if t > requeued and ("Allocate" in s or "Started" in s)), None)
@@ -163,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     since = float(run["job_start"]) - 5.0  # a cluster brought up afresh numbers its jobs from 1 again
     ctld = [(t, said) for t, said in slurmctld_lines(a.slurmctld_log, job) if t >= since]
     step_times = steps(work / "steps.jsonl")
+    ends = [(t, what) for t, what in slurmd_ends(a.slurmctld_log.parent, job) if t >= since]
     started = next((t for t, said in ctld if "Started" in said or "Allocate" in said), None)
     if started is not None:
         first = start_up(lines, step_times, started, "slurmctld: started")
@@ -173,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         if f["fault"] == "preempt" and f["injected"]:
             show(
                 f"preemption at {f['time'] - run['first_worker']:.0f} s",
-                preemption(lines, ctld, step_times, f["time"]),
+                preemption(lines, ctld, ends, step_times, f["time"]),
             )
     return 0
 
