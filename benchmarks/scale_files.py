@@ -37,7 +37,7 @@ def _files(root: Path) -> Counter[str]:
 
 
 def one_job(ctx: Context, n: int, cycles: int, where: Path) -> Counter[str]:
-    where.mkdir(parents=True)
+    (where / "out").mkdir(parents=True)
     crash = ["--crash-rank", "0", "--crash-restart", "0"] if cycles > 1 else []
     script_args = ["--out", str(where / "out"), *crash]
     nodes = launchers.ours_nodes(

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 # Beats, and keys of node 0's looks, node 0's store serves a second at most (each): about
-# 21 and 7 us of node 0's CPU each, so 1.4 % of a core (1.7-1.9 % measured at 1,024 and
+# 21 and 7 us of node 0's CPU each, so 1.4 % of a core (1.5-1.9 % measured at 1,024 and
 # 4,096 nodes, the shared 2-core machine of docs/benchmarks.md#scale): under the 2 % goal.
 NODE0_BEATS_PER_S = 512
 
