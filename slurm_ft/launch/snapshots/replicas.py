@@ -35,6 +35,7 @@ from slurm_ft.snapshot import layout, reader
 
 POLL_S = 0.05  # a new snapshot's replica leaves within this once the previous one is done
 TIMEOUT_S = 30.0
+LAPPED = 3  # copies of a key superseded in a row: the trainer rewrites faster than a copy travels
 
 
 @dataclass
@@ -69,6 +70,7 @@ class ReplicaPusher:
         self._target: peer.Address | None = None
         self._failing: peer.Address | None = None  # the target whose failure was said last
         self._said_behind = False
+        self._lapped: dict[str, int] = {}  # key -> copies superseded in a row since its last replica
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="snapshot-replicas", daemon=True)
@@ -119,20 +121,27 @@ class ReplicaPusher:
                 self.event(f"snapshots: replicas for {target} are kept again")
             if done is peer.Pushed.KEPT:
                 self.counts.kept += 1
+                self._lapped.pop(info.key, None)
                 if info.generation - sent.get(info.key, info.generation) > 2:
                     self._fell_behind(info)
                 sent[info.key] = info.generation
             else:
                 self.counts.superseded += 1
+                self._lapped[info.key] = self._lapped.get(info.key, 0) + 1
+                if self._lapped[info.key] == LAPPED:
+                    self._fell_behind(info)
 
     def _fell_behind(self, info: reader.SnapshotInfo) -> None:
-        """Between two replicas of a key the trainer wrote two snapshots or more: a node lost
-        in between would have had a replica no other rank's step matched. Said once."""
+        """Between two replicas of a key the trainer wrote two snapshots or more, or rewrote
+        the slot under several copies in a row: a node lost meanwhile would have left a
+        replica no other rank's step matches. Said once: a replica must travel within the
+        interval between two snapshots (snapshot less often, or give the node's launcher
+        CPU or link)."""
         self.counts.behind += 1
         if not self._said_behind:
             self._said_behind = True
             self.event(
-                f"snapshots: replicas fall behind the trainer ({info.key} skipped snapshots before "
-                f"step {info.step}: the node has no idle CPU or link for them); a node lost while "
-                "they are behind resumes its ranks from the newest step all hold, or the checkpoint"
+                f"snapshots: replicas fall behind the trainer ({info.key} at step {info.step}: a copy "
+                "takes longer than the interval between two snapshots); a node lost while they are "
+                "behind resumes its ranks from the newest step all hold, or from the checkpoint"
             )
