@@ -103,7 +103,7 @@ def main() -> int:
                 )
                 if asked
             ),
-            ship.send,
+            None,  # the launcher's own sender
         ),
     )
     print(f"port {server.port}", flush=True)

@@ -135,9 +135,9 @@ class PeerServer:
         max_size: int,
         limit: int | None = None,
         event: Callable[[str], None] = print,
-        send: Callable[[reader.SnapshotInfo, BinaryIO], ship.Sent] = ship.send,
+        send: Callable[[reader.SnapshotInfo, BinaryIO], ship.Sent] | None = None,
     ) -> None:
-        self._send = send  # the tests' seam: a sender that dies half way
+        self._send = send or _send_bounded  # the tests' seam: a sender that dies half way
         self.area = area
         self.secret = secret
         self.max_size = max_size
@@ -195,8 +195,9 @@ class PeerServer:
             return None
         raw = _exact(f, n)
         if not hmac.compare_digest(their_mac, _mac(self.secret, b"client", mine, theirs, raw)):
-            _say(f, b"NO  ", "not authenticated with this job's secret")
+            # said before the reply: a launcher that ends as soon as the peer has its answer says it all
             self.event(f"snapshots: refused a transfer from {who}: not authenticated with this job's secret")
+            _say(f, b"NO  ", "not authenticated with this job's secret")
             return None
         try:
             request = json.loads(raw)
@@ -240,6 +241,11 @@ class PeerServer:
                 _say(f, b"FAIL", str(exc))
             raise PeerError(f"the replica from {who} was not kept: {exc}") from None
         _say(f, b"KEPT", f"{info.key} {info.step}")
+
+
+def _send_bounded(info: reader.SnapshotInfo, out: BinaryIO) -> ship.Sent:
+    """A fetch's stream, ended past the bound when the fetching peer stops reading."""
+    return ship.send(info, out, bound=bound(IDLE_S))
 
 
 def lowest_priority() -> None:

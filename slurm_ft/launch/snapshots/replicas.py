@@ -38,6 +38,17 @@ TIMEOUT_S = 30.0
 LAPPED = 3  # copies of a key superseded in a row: the trainer rewrites faster than a copy travels
 
 
+def behind(done: peer.Pushed, previous: int | None, generation: int, lapped: int) -> bool:
+    """Whether this push shows replicas falling behind the trainer: a replica kept two
+    snapshots or more after the key's previous one (``previous``, ``generation``: the
+    slots' generations, one per snapshot), or the :data:`LAPPED`-th copy in a row
+    superseded in flight. Either way a node lost meanwhile would have left a replica of a
+    step no other rank holds any more."""
+    if done is peer.Pushed.KEPT:
+        return previous is not None and generation - previous > 2
+    return lapped == LAPPED
+
+
 @dataclass
 class Counts:
     """What the pusher did, for the benchmark and the log."""
@@ -119,24 +130,20 @@ class ReplicaPusher:
             if self._failing == target:
                 self._failing = None
                 self.event(f"snapshots: replicas for {target} are kept again")
+            previous = sent.get(info.key)
             if done is peer.Pushed.KEPT:
                 self.counts.kept += 1
                 self._lapped.pop(info.key, None)
-                if info.generation - sent.get(info.key, info.generation) > 2:
-                    self._fell_behind(info)
                 sent[info.key] = info.generation
             else:
                 self.counts.superseded += 1
                 self._lapped[info.key] = self._lapped.get(info.key, 0) + 1
-                if self._lapped[info.key] == LAPPED:
-                    self._fell_behind(info)
+            if behind(done, previous, info.generation, self._lapped.get(info.key, 0)):
+                self._fell_behind(info)
 
     def _fell_behind(self, info: reader.SnapshotInfo) -> None:
-        """Between two replicas of a key the trainer wrote two snapshots or more, or rewrote
-        the slot under several copies in a row: a node lost meanwhile would have left a
-        replica no other rank's step matches. Said once: a replica must travel within the
-        interval between two snapshots (snapshot less often, or give the node's launcher
-        CPU or link)."""
+        """Said once: a replica must travel within the interval between two snapshots
+        (snapshot less often, or give the node's launcher CPU or link)."""
         self.counts.behind += 1
         if not self._said_behind:
             self._said_behind = True
