@@ -34,11 +34,12 @@ with its own checkpoints only).
 default mix every 120 s on average, 20 minutes) plus a
 ``lose-node`` about every 5 minutes (``--lose-every 300``, each seeded within +-10 %, at a
 seeded node; the mix's faults within 30 s of one are dropped, so each lost node's cost is
-its own), 2 nodes train and 2 stand by on the 4-node local Slurm (``--nodes 5
---active-nodes 3`` on a 5-node one: ``scripts/slurm-local-up --nodes 5``), snapshots every
-step, slurm-ft only (the figure to compare is the same schedule with ``--snapshot-every
-0``). Two spares last through two lost nodes; a third ends the attempt, and the requeue
-brings every node back (resuming from the persisted snapshot). ``--sharded`` gives every
+its own), 2 nodes train, snapshots every step, slurm-ft only (the figure to compare is the
+same schedule with ``--snapshot-every 0``). Every lost node needs a spare (the template
+resubmits without lost nodes once none is left, which a 4-node cluster cannot hold): 20
+minutes lose 3 nodes, so the run needs ``--nodes 5`` on a 5-node local Slurm
+(``scripts/slurm-local-up --nodes 5``); the benchmark refuses a plan its spares cannot
+last through. ``--sharded`` gives every
 rank a state of its own (the trainer's hand-sharded momentum) and the launchers
 ``--snapshot-replicas 1``. The lost work of every lost node is printed (the goal is at
 most 2 steps).
@@ -292,7 +293,7 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
         GLOO_SOCKET_IFNAME="lo",
         LAUNCH_EXTRA_ARGS=f"--rank-heartbeat-timeout {a.hang_timeout} --join-timeout 120"
         + (f" --snapshot-persist-dir {work / 'snapshots'}" if a.snapshot_every else "")
-        + (" --snapshot-replicas 1" if a.sharded else ""),
+        + (" --snapshot-replicas 1" if a.sharded and a.snapshot_every else ""),
     )
     job_id = _sbatch(work / TEMPLATE.name, [f"--nodes={a.nodes}", "--no-kill"], job_env)
     print(f"slurm-ft: job {job_id}", flush=True)
@@ -520,8 +521,7 @@ LOSE_NODE_JITTER, LOSE_NODE_CLEAR_S = 0.1, 30.0
 
 def apply_lose_node(a: argparse.Namespace, argv: list[str]) -> None:
     """#44's schedule, where the command line does not say otherwise: #43's, 2 nodes train
-    and 2 stand by (the spares last through two lost nodes; a third ends the attempt, and
-    the requeue brings every node back), snapshots every step, slurm-ft only."""
+    (the rest stand by: one spare per lost node), snapshots every step, slurm-ft only."""
     apply_realistic(a, argv)
     given = {word.split("=", 1)[0] for word in argv}
     if "--active-nodes" not in given:
@@ -592,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         default="default",
         help="realistic (#43): checkpoints every 120 s, a fault every 120 s, 20 minutes "
         "(sets --ckpt-every, --every and --duration unless given); lose-node (#44): realistic "
-        "plus a lose-node every --lose-every s, 2 nodes train and 2 stand by, snapshots every "
-        "step, slurm-ft only",
+        "plus a lose-node every --lose-every s, 2 nodes train and a spare per lost node stands "
+        "by (--nodes), snapshots every step, slurm-ft only",
     )
     p.add_argument("--nodes", type=int, default=NODES, help=f"slurm-ft's job size (default {NODES})")
     p.add_argument(
@@ -630,12 +630,25 @@ def main(argv: list[str] | None = None) -> int:
     plan = schedule.seeded(a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES)
     if a.schedule == "lose-node":
         plan = a.drill_plan = lose_node_plan(a)
+        lost = sum(1 for p in plan if p.fault is Fault.LOSE_NODE)
+        if a.nodes < a.active_nodes + lost:
+            print(
+                f"goodput: the plan loses {lost} node(s) and the job has {a.nodes - a.active_nodes} "
+                f"spare(s): give --nodes {a.active_nodes + lost} (scripts/slurm-local-up --nodes "
+                f"{a.active_nodes + lost}) or a longer --lose-every",
+                file=sys.stderr,
+            )
+            return 2
     for item in plan:
         print(item.describe())
     if a.plan:
         return 0
     if shutil.which("sbatch") is None or _sh(["sinfo", "-h"]).returncode != 0:
         print("goodput: needs the local Slurm (scripts/slurm-local-up)", file=sys.stderr)
+        return 2
+    have = len(set(_sh(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()))
+    if have < a.nodes:
+        print(f"goodput: the job needs {a.nodes} nodes, the local Slurm has {have}", file=sys.stderr)
         return 2
     out = a.out or REPO / "benchmarks" / "results" / time.strftime("goodput-%Y%m%dT%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
