@@ -236,7 +236,7 @@ class SuccessionClaim:
     """``succession/<run id>.epoch<E>.json``: the one launcher that hosts the store in epoch
     E. Created with link semantics (a complete file or none; never replaced), so of two
     launchers that both believe they are the successor only one holds the claim, and
-    only it opens a store (``launch.succession``)."""
+    only it opens a store (``launch.succession.rule``)."""
 
     epoch: int
     launcher: int  # hostlist index

@@ -99,12 +99,12 @@ class StateDir:
 
     def succession_claim(self, run_id: str, epoch: int) -> Path:
         """Who hosts the launchers' store in ``epoch`` of attempt ``run_id``
-        (``records.SuccessionClaim``): made once, never replaced (``launch.succession``)."""
+        (``records.SuccessionClaim``): made once, never replaced (``launch.succession.rule``)."""
         return self.path / "succession" / f"{run_id}.epoch{epoch}.json"
 
     def succession_port(self, run_id: str, epoch: int) -> Path:
         """The port the successor's store of ``epoch`` listens on, written once it does, so
-        followers go straight to it (``launch.succession``); a hint, never trusted alone."""
+        followers go straight to it (``launch.succession.rule``); a hint, never trusted alone."""
         return self.path / "succession" / f"{run_id}.epoch{epoch}.port"
 
     @property

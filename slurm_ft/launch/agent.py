@@ -42,7 +42,7 @@ from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.stateio import StateDirStalled
-from slurm_ft.launch.storeloss import StoreHostLoss, Superseded
+from slurm_ft.launch.succession.storeloss import StoreHostLoss, Superseded
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
@@ -50,9 +50,9 @@ from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import FailureKind, RankResume, node_name
 
 if TYPE_CHECKING:
-    from slurm_ft.launch.handover import EpochStore
     from slurm_ft.launch.metrics import LauncherMetrics, PromFileWriter
     from slurm_ft.launch.snapshots.lostnode import LostNodes
+    from slurm_ft.launch.succession.handover import EpochStore
 
 
 class Phase(Enum):

@@ -56,7 +56,7 @@ class RunSummary:
     failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
     log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
     store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
-    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession)
+    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession.rule)
     unfenced: tuple[str, ...] = ()  # processes of a lost store host that could not be killed
     snapshots_persisted: tuple[str, ...] = ()  # this node's persist on the way out: one line per rank
     snapshots_not_persisted: tuple[str, ...] = ()  # ... and what it could not persist

@@ -54,7 +54,10 @@ def test_a_plain_launch_loads_neither_the_dry_run_nor_ft_launcher(tmp_path):
     assert "slurm_ft.launch.agent" in loaded  # the probe did launch
     assert not {"slurm_ft.cli.dryrun", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
     # Only a store host's successor fences (through the drill's senders).
-    assert not {"slurm_ft.launch.handover", "slurm_ft.launch.fence", "slurm_ft.drill.send"} & loaded
+    assert (
+        not {"slurm_ft.launch.succession.handover", "slurm_ft.launch.succession.fence", "slurm_ft.drill.send"}
+        & loaded
+    )
     # Its state dir is on a local disk: no writes through a scribe child, so no scribe loaded.
     assert not {"slurm_ft.scribe"} & loaded
 
