@@ -20,8 +20,8 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.localstore import LocalStore
 from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, Keys
-from slurm_ft.launch.rendezvous.stores import LocalStore
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob

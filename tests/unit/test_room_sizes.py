@@ -22,7 +22,6 @@ BIG_MODULES = {
     "compat/ftlauncher.py",
     "config.py",
     "launch/agent.py",
-    "launch/rendezvous/stores.py",
     "launch/workers/standby_child.py",
     "report/analysis.py",
 }

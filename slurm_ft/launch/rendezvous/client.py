@@ -18,6 +18,7 @@ from functools import partial
 from typing import TypeVar
 
 from slurm_ft.launch.rendezvous import reads, stores
+from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
     Base,
     CycleResult,
@@ -36,7 +37,8 @@ from slurm_ft.launch.rendezvous.protocol import (
     parse_text,
 )
 from slurm_ft.launch.rendezvous.sealing import Sealer
-from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Store, StoreLost
+from slurm_ft.launch.rendezvous.sever import sever
+from slurm_ft.launch.rendezvous.stores import Interrupted, Store, StoreLost
 from slurm_ft.records import Failure
 
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
@@ -111,8 +113,8 @@ class Client:
 
     @classmethod
     def local(cls, keys: Keys) -> Client:
-        """A single-node run: the store in this process (see :class:`stores.LocalStore`)."""
-        return cls(stores.LocalStore().connect(), keys)
+        """A single-node run: the store in this process (see :class:`LocalStore`)."""
+        return cls(LocalStore().connect(), keys)
 
     def rekeyed(self, keys: Keys, sealer: Sealer) -> Client:
         """The same connection, speaking with other keys and seals."""
@@ -124,11 +126,11 @@ class Client:
 
     def sever(self) -> int:
         """Break every connection of this process to this client's store (the calls blocked
-        in them raise): see :func:`stores.sever`."""
+        in them raise): see :func:`~slurm_ft.launch.rendezvous.sever.sever`."""
         if isinstance(self._store, LocalConnection):
             self._store.close()
             return 1
-        return stores.sever(self._address, self.port)
+        return sever(self._address, self.port)
 
     def clone(self, op_timeout: float) -> Client:
         """A second connection to the same store, for another thread."""
