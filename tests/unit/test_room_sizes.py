@@ -30,7 +30,6 @@ BIG_CLASSES = {
     "launch/bookkeeping.py::Bookkeeper",
     "launch/coordinator.py::Coordinator",
     "launch/member.py::Member",
-    "launch/rendezvous/client.py::Client",
     "launch/stateio.py::StateIO",
     "launch/workers/group.py::CycleWorkers",
     "scribe.py::Scribe",
