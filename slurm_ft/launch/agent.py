@@ -30,7 +30,7 @@ from slurm_ft.launch import hang, policy, spares, wayout
 from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse, open_store
-from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
+from slurm_ft.launch.member import Member
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous import jobsecret, openfiles
@@ -43,6 +43,7 @@ from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.stateio import StateDirStalled
 from slurm_ft.launch.succession.storeloss import StoreHostLoss, Superseded
+from slurm_ft.launch.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool

@@ -29,7 +29,6 @@ BIG_CLASSES = {
     "launch/agent.py::Agent",
     "launch/bookkeeping.py::Bookkeeper",
     "launch/coordinator.py::Coordinator",
-    "launch/member.py::Member",
     "launch/stateio.py::StateIO",
     "launch/workers/group.py::CycleWorkers",
     "scribe.py::Scribe",
