@@ -28,7 +28,6 @@ BIG_MODULES = {
 BIG_CLASSES = {
     "launch/agent.py::Agent",
     "launch/bookkeeping.py::Bookkeeper",
-    "launch/coordinator.py::Coordinator",
     "launch/stateio.py::StateIO",
     "launch/workers/group.py::CycleWorkers",
     "scribe.py::Scribe",
