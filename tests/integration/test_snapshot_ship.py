@@ -112,7 +112,7 @@ def test_a_slot_rewritten_while_it_is_sent_is_refused_on_arrival(
         ship.receive(other_area, io.BytesIO(_shipped(fresh)), origin=layout.Origin.PEER, max_size=4096)
 
 
-def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
+def test_a_slot_being_sent_is_held_still_while_the_trainer_snapshots_into_a_new_file(
     snap_area: Path, other_area: Path, trainers: list[Trainer]
 ) -> None:
     t = start(trainers, snap_area, rank=2, world=4, cycle=1, mib=20)  # three pieces of 8 MiB
@@ -122,7 +122,7 @@ def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
 
     class Rewritten(io.BytesIO):
         """The stream to the next node; once the first piece has left, the trainer writes
-        two more snapshots (the second into the slot being sent)."""
+        two more snapshots (the second where the slot being sent is)."""
 
         pieces = 0
 
@@ -136,11 +136,20 @@ def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
 
     out = Rewritten()
     sent = ship.send(info, out)
-    assert not sent.whole and out.pieces == 1  # stopped before reading the second piece
-    assert sent.size < info.header.file_size / 2
-    with pytest.raises(ship.Superseded, match="rewritten while it was sent"):
-        ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
-    assert reader.describe(other_area) == [] and areas.held(other_area) == 0
+    assert sent.whole and out.pieces == 3  # the whole of step 1, though its slot's place now holds 3
+    # the trainer's two newest where readers look: step 3 went to a new file, step 1's is gone
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [3, 2]
+    assert areas.held(snap_area) == 2 * info.header.file_size  # the held file, unlinked, is not counted
+    got = ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
+    assert got.step == 1 and whole_in(got)
+    assert t.ask("snap 4") == "snap 4 True"  # into its older slot, in place
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [4, 3]
+
+
+def whole_in(info: reader.SnapshotInfo) -> bool:
+    from tests.integration.snapshot_worker import whole
+
+    return whole(info.step, reader.load(info, copy=True))
 
 
 def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_its_area(
