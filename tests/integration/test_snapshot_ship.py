@@ -3,6 +3,7 @@ streams that must be refused: cut, corrupted, or torn at the source."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import threading
@@ -171,3 +172,37 @@ def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_it
         (3, layout.Origin.WRITTEN),
         (50, layout.Origin.PEER),
     ]
+
+
+def test_a_persist_and_a_send_hold_one_slot_at_once_and_the_trainer_never_waits(
+    snap_area: Path, other_area: Path, trainers: list[Trainer]
+) -> None:
+    t = start(trainers, snap_area, rank=2, world=4, cycle=1, mib=20)  # three pieces of 8 MiB
+    assert [t.ask(f"snap {s}") for s in (1, 2)] == ["snap 1 True", "snap 2 True"]
+    with contextlib.ExitStack() as persist:
+        info = persist.enter_context(reader.held_still(snap_area, KEY, wait_s=5))
+        assert info is not None and info.step == 2
+
+        class Midway(io.BytesIO):
+            """Once the first piece has left: a snapshot while the persist holds the key
+            (skipped), the persist done, then two (the second where the slot being sent is)."""
+
+            pieces = 0
+
+            def write(self, data: object) -> int:
+                n = super().write(data)  # type: ignore[call-overload]
+                if n >= 1 << 20:
+                    self.pieces += 1
+                    if self.pieces == 1:
+                        assert info is not None and whole_in(info)  # the persist's read, beside the send
+                        assert t.ask("snap 3") == "snap 3 False"
+                        persist.close()
+                        assert [t.ask(f"snap {s}") for s in (4, 5)] == ["snap 4 True", "snap 5 True"]
+                return int(n)
+
+        out = Midway()
+        sent = ship.send(info, out)
+    assert sent.whole and out.pieces == 3
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [5, 4]
+    got = ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
+    assert got.step == 2 and whole_in(got)
