@@ -38,6 +38,7 @@ from typing import Any
 from slurm_ft import exitcodes
 from slurm_ft.progress import CycleEntry, Ledger
 from slurm_ft.records import (
+    SNAPSHOT_MARK,
     CycleOutcome,
     CycleRecord,
     DrillRecord,
@@ -124,6 +125,7 @@ class CycleView:
     iteration_end: int | None
     source: str  # "record" or "ledger" (the cycle record was unreadable)
     split: CycleSplit | None = None  # None: no timed readings show progress in this cycle
+    resumed_step: int | None = None  # every rank resumed from a snapshot of this step
 
     @property
     def duration(self) -> float | None:
@@ -545,7 +547,7 @@ def work_lost(cycles: list[CycleView]) -> int | None:
             continue
         if before.iteration_end is None or after.iteration_start is None:
             return None
-        lost += max(0, before.iteration_end - after.iteration_start)
+        lost += max(0, before.iteration_end - max(after.iteration_start, after.resumed_step or 0))
     return lost
 
 
@@ -675,8 +677,11 @@ def _windows(cycles: list[CycleView]) -> dict[int, float | None]:
 
 
 def _base_step(c: CycleView, readings: list[ProgressReading]) -> int | None:
-    """Where the cycle started from: the ledger's start reading, else the last timed
-    reading before the cycle; None when nothing was read before it."""
+    """Where the cycle started from: the snapshot every rank resumed from when it is newer
+    than the ledger's start reading, else that reading, else the last timed reading before
+    the cycle; None when nothing was read before it."""
+    if c.resumed_step is not None and (c.iteration_start is None or c.resumed_step > c.iteration_start):
+        return c.resumed_step
     if c.iteration_start is not None:
         return c.iteration_start
     before = [r.step for r in readings if r.time < c.start]
@@ -698,28 +703,43 @@ def seconds_per_step(cycles: list[CycleView], readings: list[ProgressReading]) -
 
 
 def split_cycle(
-    c: CycleView, readings: list[ProgressReading], pace: float | None, until: float | None = None
+    c: CycleView,
+    readings: list[ProgressReading],
+    pace: float | None,
+    until: float | None = None,
+    resumed_after: int | None = None,
 ) -> CycleSplit | None:
-    """The cycle cut at its first and last sign of progress; None for an open cycle and a
-    cycle in which no reading moved (its bucket stays the ledger's).
+    """The cycle cut at its first sign of progress and at the last step the job kept;
+    None for an open cycle and a cycle in which no reading moved (its bucket stays the
+    ledger's).
 
-    Start-up ends when the first checkpoint of the cycle was seen, less the time its steps
-    took at ``pace`` (unknown pace: not back-dated, so the start-up is an upper bound).
-    A checkpoint seen after the first failure (the other ranks went on until they were
-    stopped) keeps the work up to the failure, never beyond."""
+    Start-up ends when the first checkpoint or snapshot of the cycle was seen, less the
+    time its steps took at ``pace`` (unknown pace: not back-dated, so the start-up is an
+    upper bound). The kept step is the newer of the last checkpoint and the snapshot the
+    job resumed from after the cycle (``resumed_after``: every rank of the next cycle
+    resumed from a snapshot at that step); the kept training ends at the last reading at
+    or below it. A reading seen after the first failure (the other ranks went on until
+    they were stopped) keeps the work up to the failure, never beyond."""
     if c.end is None:
         return None
     base = _base_step(c, readings)
-    moved = _progress_readings(_window(c, readings, until), base)
+    window = _window(c, readings, until)
+    moved = _progress_readings(window, base)
     if not moved:
         return None
-    first, last = moved[0], moved[-1]
+    first = moved[0]
     run_end, end = c.run_end, c.end
     back = (first.step - base) * pace if pace is not None and base is not None else 0.0
     startup_end = min(max(c.start, first.time - back), run_end)
-    kept_end = run_end if c.outcome == CycleOutcome.SUCCEEDED else min(last.time, run_end)
+    checkpoints = [r.step for r in window if r.mark != SNAPSHOT_MARK and (base is None or r.step > base)]
+    kept_step = max([*checkpoints, *([resumed_after] if resumed_after is not None else [])], default=None)
+    upto = [r for r in moved if kept_step is not None and r.step <= kept_step]
+    if c.outcome == CycleOutcome.SUCCEEDED:
+        kept_end, kept_step = run_end, moved[-1].step
+    else:
+        kept_end = min(upto[-1].time, run_end) if upto else startup_end
     kept_end = max(kept_end, startup_end)
-    return CycleSplit(c.start, startup_end, kept_end, run_end, end, kept_step=last.step)
+    return CycleSplit(c.start, startup_end, kept_end, run_end, end, kept_step=kept_step)
 
 
 def _with_splits(
@@ -729,9 +749,12 @@ def _with_splits(
         return cycles, None
     pace = seconds_per_step(cycles, readings)
     ends = _windows(cycles)
+    ordered = sorted(cycles, key=lambda c: c.start)
     out = []
     for c in cycles:
-        split = split_cycle(c, readings, pace, ends.get(c.cycle))
+        nxt = next((n for n in ordered if c.end is not None and n.start >= c.end), None)
+        resumed_after = nxt.resumed_step if nxt is not None else None
+        split = split_cycle(c, readings, pace, ends.get(c.cycle), resumed_after)
         if split is not None:
             out.append(dataclasses.replace(c, split=split))
         elif c.end is not None and c.progressed is None:
@@ -830,60 +853,64 @@ def snapshot_restores(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> li
     return out
 
 
-def _resume_step(
-    cycle: CycleView, nxt: CycleView | None, restores: dict[int, SnapshotRestore], newest: dict[int, int]
-) -> int | None:
-    """The step the job resumed at after ``cycle`` from a snapshot: the next cycle's
-    restores, else the newest snapshot every node held at ``cycle``'s end."""
-    if nxt is not None and nxt.cycle in restores:
-        return restores[nxt.cycle].step
-    return newest.get(cycle.cycle)
+def resumed_steps(snaps: list[NodeSnapshots]) -> dict[int, int]:
+    """Each cycle in which every rank resumed from a snapshot, and the step: the work up to
+    it was kept. A cycle with a rank that resumed from nothing (its trainer's checkpoint)
+    is not in it, nor is a record that cannot be read."""
+    ranks: dict[int, list[RankResume]] = defaultdict(list)
+    for rec in snaps:
+        try:
+            ranks[rec.cycle].extend(RankResume.from_json(r) for r in rec.resumed)
+        except (TypeError, ValueError, AttributeError):
+            ranks[rec.cycle].append(RankResume(-1, SnapshotSource.NONE))
+    out = {}
+    for cycle, resumes in ranks.items():
+        steps = [r.step for r in resumes if r.source is not SnapshotSource.NONE]
+        if resumes and len(steps) == len(resumes) and all(step is not None for step in steps):
+            out[cycle] = min(step for step in steps if step is not None)
+    return out
 
 
-def lost_since_snapshot(
-    lost_s: float, kept_step: int | None, resumed: int | None, pace: float | None
-) -> float:
-    """Of the work lost after the last checkpoint, the part after the snapshot the job
-    resumed from (the part before it was kept). Pure."""
-    if resumed is None or kept_step is None or pace is None or resumed <= kept_step:
+def held_steps(snaps: list[NodeSnapshots]) -> dict[int, int]:
+    """The newest snapshot every node held at each cycle's end (the lowest of the nodes')."""
+    held: dict[int, list[int | None]] = defaultdict(list)
+    for rec in snaps:
+        held[rec.cycle].append(rec.newest_step if isinstance(rec.newest_step, int) else None)
+    return {
+        cycle: min(s for s in steps if s is not None)
+        for cycle, steps in held.items()
+        if steps and all(s is not None for s in steps)
+    }
+
+
+def lost_since_snapshot(lost_s: float, kept_step: int | None, held: int | None, pace: float | None) -> float:
+    """Of the work lost after the step the job kept, the part after the newest snapshot
+    the nodes held (the part before it was held by a snapshot the job did not resume
+    from: a lost node without a replica, a refused placement). Pure."""
+    if held is None or kept_step is None or pace is None or held <= kept_step:
         return lost_s
-    return max(0.0, lost_s - (resumed - kept_step) * pace)
+    return max(0.0, lost_s - (held - kept_step) * pace)
 
 
 def _with_snapshot_split(report: Report, snaps: list[NodeSnapshots], pace: float | None) -> Report:
-    """The lost work split at the snapshots, and the restores for the timeline (additive:
-    the buckets and the goodput are the report's as without snapshots)."""
+    """The lost work split at the snapshots, and the restores for the timeline (the kept
+    work itself is in the cycles' splits: :func:`split_cycle`)."""
     if not snaps:
         return report
     restores = snapshot_restores(snaps, list(report.cycles))
-    by_cycle = {r.cycle: r for r in restores}
-    newest: dict[int, int] = {}
-    held: dict[int, list[int | None]] = defaultdict(list)
-    for rec in snaps:
-        held[rec.cycle].append(rec.newest_step)
-    for cycle, steps in held.items():
-        if steps and all(s is not None for s in steps):
-            newest[cycle] = min(s for s in steps if s is not None)
-    ordered = sorted(report.cycles, key=lambda c: c.start)
+    held = held_steps(snaps)
     total = 0.0
-    for c in ordered:
-        if c.split is None or c.split.lost_s <= 0:
-            continue
-        nxt = next((n for n in ordered if c.end is not None and n.start >= c.end), None)
-        total += lost_since_snapshot(
-            c.split.lost_s, c.split.kept_step, _resume_step(c, nxt, by_cycle, newest), pace
-        )
+    for c in report.cycles:
+        if c.split is not None and c.split.lost_s > 0:
+            total += lost_since_snapshot(c.split.lost_s, c.split.kept_step, held.get(c.cycle), pace)
     faults = []
-    cycles_by_number = {c.cycle: c for c in ordered}
+    cycles_by_number = {c.cycle: c for c in report.cycles}
     for f in report.faults:
         hit = cycles_by_number.get(f.cycle) if f.cycle is not None else None
         if f.lost_work_s is None or hit is None or hit.split is None:
             faults.append(f)
             continue
-        hit_next = cycles_by_number.get(f.next_cycle) if f.next_cycle is not None else None
-        since = lost_since_snapshot(
-            f.lost_work_s, hit.split.kept_step, _resume_step(hit, hit_next, by_cycle, newest), pace
-        )
+        since = lost_since_snapshot(f.lost_work_s, hit.split.kept_step, held.get(hit.cycle), pace)
         faults.append(dataclasses.replace(f, lost_since_snapshot_s=since))
     totals = dataclasses.replace(report.totals, lost_since_snapshot_s=total)
     return dataclasses.replace(report, totals=totals, faults=tuple(faults), snapshot_restores=tuple(restores))
@@ -894,7 +921,10 @@ def _with_snapshot_split(report: Report, snaps: list[NodeSnapshots], pace: float
 
 def analyse(files: StateFiles) -> Report:
     cycles, keys = _cycles(files)
-    cycles, pace = _with_splits(cycles, files.readings)
+    resumed = resumed_steps(files.snapshots)
+    cycles = [dataclasses.replace(c, resumed_step=resumed.get(c.cycle)) for c in cycles]
+    readings = sorted([*files.readings, *files.snapshot_readings], key=lambda r: r.time)
+    cycles, pace = _with_splits(cycles, readings)
     attempts = _attempts(files, cycles, keys)
     notes = []
     if files.ledger is None or files.ledger.source is None:
@@ -907,7 +937,7 @@ def analyse(files: StateFiles) -> Report:
                 f"cycle {c.cycle} has no end (still running, or its launcher was killed): "
                 "it is counted up to its start"
             )
-    if _progress_known(files.ledger) and not files.readings and cycles:
+    if _progress_known(files.ledger) and not readings and cycles:
         notes.append(
             "no timed progress readings (a launcher older than this report): start-up and the "
             "work lost after each last checkpoint count as progress, so goodput is an upper bound"

@@ -228,11 +228,11 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
         markup=False,
     )
     if t.lost_since_snapshot_s is not None:
-        kept = t.lost_work_s - t.lost_since_snapshot_s
+        held = t.lost_work_s - t.lost_since_snapshot_s
         console.print(
-            f"work lost after the last checkpoint: {seconds(t.lost_work_s)}, of which "
-            f"{seconds(t.lost_since_snapshot_s)} since the last snapshot (the rest, {seconds(kept)}, "
-            "the snapshots kept)",
+            f"work lost after the last step kept (checkpoint or snapshot resumed from): "
+            f"{seconds(t.lost_work_s)}, of which {seconds(t.lost_since_snapshot_s)} since the newest "
+            f"snapshot (the rest, {seconds(held)}, a snapshot held that the job did not resume from)",
             markup=False,
         )
     for r in report.snapshot_restores:

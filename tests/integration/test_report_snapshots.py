@@ -1,0 +1,94 @@
+"""The report of a real run with snapshots (#43): a torch trainer on two simulated nodes
+snapshots every step, one rank is SIGKILLed, every rank resumes from memory. The report's
+kept training must agree with the steps the trainer really kept, timed by the trainer's
+own step log (when each cycle resumed, when it reached the step the next resumed from),
+and its lost work is at most the step or two after the snapshot resumed from. Without
+node 0's timed snapshot readings the report knew nothing of that work (no checkpoint was
+made: every cycle's progress was unknown)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.launch_cluster import SimJob, clean_env
+from tests.integration.test_snapshots_launch import BASE, events, trainer, unique
+
+pytestmark = pytest.mark.torch
+
+STEP_S = 0.25
+STEPS = 40
+FAULT_STEP = 16
+
+
+def trained(tmp: Path, ranks: int) -> list[tuple[float, float, int]]:
+    """Each cycle's training as the trainer logged it (rank 0's clock): when it resumed,
+    when it reached the last step the job kept from the cycle (the step every rank of the
+    next cycle resumed from; the last cycle: its last step), and how many steps it kept."""
+    logs = [events(tmp, r) for r in range(ranks)]
+    cycles = sorted({e["cycle"] for e in logs[0]})
+    out = []
+    for c, nxt in zip(cycles, [*cycles[1:], None], strict=True):
+        mine = [e for e in logs[0] if e["cycle"] == c]
+        resume = next(e for e in mine if e["event"] == "resume")
+        if nxt is None:
+            kept = max(e["step"] for e in mine if e["event"] == "step")
+        else:
+            kept = min(
+                next(e["step"] for e in log if e["event"] == "resume" and e["cycle"] == nxt) for log in logs
+            )
+        at = next(e["time"] for e in mine if e["event"] == "step" and e["step"] == kept)
+        out.append((resume["time"], at, kept - resume["step"]))
+    return out
+
+
+@pytest.mark.timeout(240)
+def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -> None:
+    job = SimJob(
+        tmp_path,
+        2,
+        [*BASE, "--max-restarts", "2"],
+        trainer(
+            tmp_path,
+            *("--steps", str(STEPS), "--step-time", str(STEP_S), "--ckpt-every", "1000"),
+            *("--fault", "kill", "--fault-rank", "1", "--fault-step", str(FAULT_STEP)),
+        ),
+        job_id=unique("43047"),
+    ).start()
+    try:
+        assert job.wait(200) == [0, 0], job.dump()
+    finally:
+        job.kill()
+    truth = trained(tmp_path, 2)
+    assert sum(steps for _, _, steps in truth) == STEPS  # every step kept once
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(job.state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    totals = doc["totals"]
+    assert totals["split_cycles"] == 2, totals
+    # node 0 reads its snapshots every 0.5 s: each cycle's start-up end and kept end are
+    # known to about that (and a step or so of pace); the kill costs at most two steps
+    (resumed0, kept0, _), (resumed1, _, _) = truth
+    first, second = (c["split"] for c in doc["cycles"])
+    assert first["startup_end"] == pytest.approx(resumed0, abs=0.8), (first, truth)
+    assert first["kept_end"] == pytest.approx(kept0, abs=0.8), (first, truth)
+    assert second["startup_end"] == pytest.approx(resumed1, abs=0.8), (second, truth)
+    assert totals["lost_work_s"] <= 2 * STEP_S + 0.6, totals
+    assert totals["seconds_per_step"] == pytest.approx(STEP_S, rel=0.5), totals
+    # a cycle that succeeds keeps its training to its end (the workers' exit included)
+    assert second["kept_end"] == doc["cycles"][1]["end"]
+    assert totals["goodput_ratio"] == pytest.approx(totals["progress_s"] / totals["wall_clock_s"])
+    [restore] = doc["snapshot_restores"]
+    assert restore["cycle"] == 1
+    assert abs(restore["step"] - FAULT_STEP) <= 1, restore
