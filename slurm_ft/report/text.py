@@ -10,7 +10,7 @@ import time
 from typing import IO
 
 from slurm_ft.records import FailureKind
-from slurm_ft.report.analysis import Report, Totals
+from slurm_ft.report.views import Report, Totals
 
 # A terminal table of hundreds of cycles is neither readable nor quick (rich needs about
 # 1.5 ms a row); the causes and the totals cover them all.

@@ -24,7 +24,6 @@ BIG_MODULES = {
     "launch/agent.py",
     "launch/rendezvous/stores.py",
     "launch/workers/standby_child.py",
-    "report/analysis.py",
 }
 BIG_CLASSES = {
     "launch/agent.py::Agent",
