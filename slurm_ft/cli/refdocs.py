@@ -449,7 +449,7 @@ def _entry(prog: str, action: argparse.Action) -> Entry:
     help_text = _help(action)
     name = next((f for f in flags if f.startswith("--")), flags[0] if flags else _takes(action).strip("[]"))
     if prog == "slurm-ft-launch":
-        from slurm_ft.cli.launchoptions import GROUPS, setting_defaults, shown_default
+        from slurm_ft.cli.launchtable import GROUPS, setting_defaults, shown_default
 
         option = next((o for g in GROUPS for o in g.options if name in o.flags), None)
         if option is None:
