@@ -17,7 +17,7 @@ from slurm_ft.cli.launchtable import GROUPS, SETTING_OF, Option, setting_default
 from slurm_ft.cli.usage import UsageError, UsageParser
 
 if TYPE_CHECKING:
-    from slurm_ft.compat.ftlauncher import Translation
+    from slurm_ft.compat.ftvalues import Translation
     from slurm_ft.compat.torchrun import Request
 
 PROG = "slurm-ft-launch"
