@@ -127,3 +127,33 @@ def test_the_loader_reads_node_0s_snapshot_readings(tmp_path: Path) -> None:
     assert [(r.step, r.mark) for r in files.snapshot_readings] == [(1, "snapshot"), (2, "snapshot")]
     assert files.readings == []
     assert [u.problem for u in files.unreadable] == ["1 line(s) are not readings: skipped"]
+
+
+def test_node_0_writes_a_timed_reading_each_time_its_newest_snapshot_changes(tmp_path: Path) -> None:
+    from slurm_ft.launch.snapshots import readings
+    from tests.support.waiting import wait_until
+
+    steps = iter([None, 3, 3, 3, 4, 4, 9])
+    seen: list[int | None] = []
+
+    def newest() -> int | None:
+        step = next(steps, 9)
+        seen.append(step)
+        return step
+
+    path = tmp_path / "progress" / "snapshot-readings.jsonl"
+    watch = readings.SnapshotReadings(newest, path, None, iter(range(100, 200)).__next__, period=0.01)
+    watch.start()
+    try:
+        wait_until(lambda: len(seen) >= 8, 30, interval=0.01)
+    finally:
+        watch.stop()
+        watch.join(5)
+    got, bad = load.readings_from_text(path.read_text())
+    assert bad == 0
+    assert [(r.time, r.step, r.mark) for r in got] == [
+        (100, 3, "snapshot"),
+        (101, 4, "snapshot"),
+        (102, 9, "snapshot"),
+    ]
+    assert readings.watch(None, path, None) is None  # a node without snapshots: no thread
