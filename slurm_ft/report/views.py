@@ -124,12 +124,12 @@ class Totals:
     requeues: int  # attempts after the first
     failures: int
     startup_s: float = 0.0  # the split cycles' start-up (see the module docstring)
-    lost_work_s: float = 0.0  # the split cycles' training after their last checkpoint
+    lost_work_s: float = 0.0  # the split cycles' training after the step they kept
     stopping_s: float = 0.0  # the split cycles' stops
     split_cycles: int = 0  # cycles cut by timed readings
     seconds_per_step: float | None = None  # the job's undisturbed pace, from the readings
-    # Of ``lost_work_s``, what was done since the last snapshot the next cycle resumed from
-    # (really lost); the rest was kept by the snapshots. None: the job took no snapshots.
+    # Of ``lost_work_s``, what was done since the newest snapshot every node held; the rest
+    # was held by a snapshot the job did not resume from. None: the job took no snapshots.
     lost_since_snapshot_s: float | None = None
 
     @property
@@ -187,7 +187,7 @@ class FaultView:
     cost_s: float | None = None
     next_cycle: int | None = None
     absorbed: bool = False
-    lost_since_snapshot_s: float | None = None  # of lost_work_s: since the snapshot resumed from
+    lost_since_snapshot_s: float | None = None  # of lost_work_s: since the newest snapshot held
 
     @property
     def where(self) -> str:
