@@ -29,9 +29,14 @@ def analyse(files: StateFiles) -> Report:
     cycles, pace = with_splits(cycles, readings)
     attempts = attempt_views(files, cycles, keys)
     notes = []
-    if files.ledger is None or files.ledger.source is None:
+    if (files.ledger is None or files.ledger.source is None) and not files.snapshot_readings:
         notes.append(
             "no progress source (--progress-source): progress of each cycle and work lost are unknown"
+        )
+    elif files.ledger is None or files.ledger.source is None:
+        notes.append(
+            "no progress source (--progress-source): the cycles are timed by node 0's snapshot "
+            "readings alone; a cycle without a new snapshot is of unknown progress"
         )
     for c in cycles:
         if c.end is None:

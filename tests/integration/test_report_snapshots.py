@@ -89,6 +89,7 @@ def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -
     # a cycle that succeeds keeps its training to its end (the workers' exit included)
     assert second["kept_end"] == doc["cycles"][1]["end"]
     assert totals["goodput_ratio"] == pytest.approx(totals["progress_s"] / totals["wall_clock_s"])
+    assert any("timed by node 0's snapshot readings alone" in note for note in doc["notes"]), doc["notes"]
     [restore] = doc["snapshot_restores"]
     assert restore["cycle"] == 1
     assert abs(restore["step"] - FAULT_STEP) <= 1, restore
