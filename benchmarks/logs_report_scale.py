@@ -17,7 +17,10 @@ is kept, page cache warm) with its output to a file; the figure is its wall time
 interpreter's start included. The table says the files written per cycle, and how the
 times grow from 256 to 4,096 nodes (16x the nodes).
 
-    python -m benchmarks.logs_report_scale [--nodes 256,1024,4096] [--cycles 4] [--runs 3]
+    python -m benchmarks.logs_report_scale [--nodes 256,1024,4096] [--cycles 4] [--runs 3] [--snapshots]
+
+``--snapshots``: the workers take snapshots, so every node also writes
+``snapshots/cycle<N>/<node>.json`` (``records.NodeSnapshots``) at every cycle's end.
 """
 
 from __future__ import annotations
@@ -71,7 +74,9 @@ def worker_output(rank: int, cycle: int, failing: int | None) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def write_job(state_path: Path, logs: Path, nodes: int, cycles: int) -> dict[str, int]:
+def write_job(
+    state_path: Path, logs: Path, nodes: int, cycles: int, snapshots: bool = False
+) -> dict[str, int]:
     """The job's state dir and logs, by the launcher's writers; the files written per cycle."""
     from slurm_ft import progress, records
     from slurm_ft.launch.output.applog import cycle_log_path
@@ -113,6 +118,13 @@ def write_job(state_path: Path, logs: Path, nodes: int, cycles: int) -> dict[str
                 parts, n = LineFramer(rank, width, 64 * 1024).feed_parts(worker_output(rank, c, failing))
                 out.write_parts(parts, sum(len(part) for part in parts), n)
             out.close()
+            if snapshots:  # where its ranks resumed from, and its newest snapshot at the end
+                source = records.SnapshotSource.MEMORY if c else records.SnapshotSource.NONE
+                resumed = [
+                    records.RankResume(w.rank, source, c * STEPS if c else None).to_json() for w in workers
+                ]
+                rec_s = records.NodeSnapshots(c, name, k, run_uuid, start + CYCLE_S, resumed, (c + 1) * STEPS)
+                records.write(state.node_snapshots(c, name), rec_s)
         end = start + CYCLE_S - 5
         if failing is not None:
             node = failing // NPROC
@@ -203,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", help="where the jobs are written (default: a temporary dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the jobs")
+    p.add_argument(
+        "--snapshots", action="store_true", help="the workers take snapshots (a record per node and cycle)"
+    )
     a = p.parse_args(argv)
     sizes = [int(n) for n in a.nodes.split(",")]
     root = Path(a.dir or tempfile.mkdtemp(prefix="slurm-ft-logs-report-scale-"))
@@ -212,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             job = root / f"job{n}"
             shutil.rmtree(job, ignore_errors=True)
             t = time.perf_counter()
-            counts = write_job(job / "state", job / "logs", n, a.cycles)
+            counts = write_job(job / "state", job / "logs", n, a.cycles, a.snapshots)
             print(f"{n} nodes: wrote the job in {time.perf_counter() - t:.1f} s; {counts}", flush=True)
             for prog, args in COMMANDS:
                 filled = [x.format(out=str(job / "out"), node=node_names(n)[n // 2]) for x in args]

@@ -216,8 +216,11 @@ def _files(directory: Path, pattern: str, problems: list[Unreadable]) -> list[Pa
         return []
 
 
-def load(state: StateDir) -> StateFiles:
-    """Every record of ``state``; never raises for the content of a file."""
+def load(state: StateDir, *, accounting: bool = True) -> StateFiles:
+    """Every record of ``state``; never raises for the content of a file. ``accounting``
+    False leaves out what only the report's accounting reads (drills, each node's snapshot
+    records, the timed readings): ``slurm-ft-logs`` reads cycles, not thousands of nodes'
+    snapshot records per cycle (#45)."""
     out = StateFiles(state.path)
     bad = out.unreadable
     for path in _files(state.cycles_dir, "cycle*.json", bad):
@@ -250,6 +253,18 @@ def load(state: StateDir) -> StateFiles:
         except _Bad as exc:
             bad.append(Unreadable(str(path), str(exc)))
 
+    if accounting:
+        _load_accounting(state, out)
+
+    try:
+        out.ledger = progress.load_ledger(state.ledger)
+    except progress.LedgerError as exc:
+        bad.append(Unreadable(str(state.ledger), _short_ledger_problem(str(exc))))
+    return out
+
+
+def _load_accounting(state: StateDir, out: StateFiles) -> None:
+    bad = out.unreadable
     for path in _files(state.drills_dir, "*.json", bad):
         try:
             out.drills.append(drill_from_json(_read_doc(path)))
@@ -268,12 +283,6 @@ def load(state: StateDir) -> StateFiles:
     out.snapshot_readings = [
         dataclasses.replace(r, mark=SNAPSHOT_MARK) for r in _readings(state.snapshot_readings, bad)
     ]
-
-    try:
-        out.ledger = progress.load_ledger(state.ledger)
-    except progress.LedgerError as exc:
-        bad.append(Unreadable(str(state.ledger), _short_ledger_problem(str(exc))))
-    return out
 
 
 def _readings(path: Path, bad: list[Unreadable]) -> list[ProgressReading]:

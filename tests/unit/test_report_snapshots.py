@@ -157,3 +157,16 @@ def test_node_0_writes_a_timed_reading_each_time_its_newest_snapshot_changes(tmp
         (102, 9, "snapshot"),
     ]
     assert readings.watch(None, path, None) is None  # a node without snapshots: no thread
+
+
+def test_the_logs_reader_leaves_out_what_only_the_accounting_reads(tmp_path: Path) -> None:
+    """slurm-ft-logs reads cycles; at 4,096 nodes each cycle of a job with snapshots has
+    4,096 snapshot records, which only the report's accounting needs (#45)."""
+    state = StateDir(tmp_path)
+    records.write(state.node_snapshots(0, "node0"), node(0, "node0", 3, (SnapshotSource.MEMORY, 2)))
+    records.append_reading(state.snapshot_readings, snap(6, 1))
+    records.append_reading(state.progress_readings, checkpoint(7, 1))
+    full = load.load(state)
+    assert (len(full.snapshots), len(full.snapshot_readings), len(full.readings)) == (1, 1, 1)
+    cycles_only = load.load(state, accounting=False)
+    assert (cycles_only.snapshots, cycles_only.snapshot_readings, cycles_only.readings) == ([], [], [])
