@@ -27,22 +27,25 @@ FAULT_STEP = 16
 
 def trained(tmp: Path, ranks: int) -> list[tuple[float, float, int]]:
     """Each cycle's training as the trainer logged it (rank 0's clock): when it resumed,
-    when it reached the last step the job kept from the cycle (the step every rank of the
-    next cycle resumed from; the last cycle: its last step), and how many steps it kept."""
+    when it reached the last step the job kept from the cycle (the lowest step a rank of
+    the next cycle resumed from; the last cycle: its last step), and how many steps rank 0
+    kept from it (up to the step it resumed from itself: with its own shard, a rank that
+    went on a step after another was killed resumes from that step)."""
     logs = [events(tmp, r) for r in range(ranks)]
     cycles = sorted({e["cycle"] for e in logs[0]})
+
+    def resumed(log: list[dict], cycle: int) -> int:
+        return next(e["step"] for e in log if e["event"] == "resume" and e["cycle"] == cycle)
+
     out = []
     for c, nxt in zip(cycles, [*cycles[1:], None], strict=True):
         mine = [e for e in logs[0] if e["cycle"] == c]
         resume = next(e for e in mine if e["event"] == "resume")
-        if nxt is None:
-            kept = max(e["step"] for e in mine if e["event"] == "step")
-        else:
-            kept = min(
-                next(e["step"] for e in log if e["event"] == "resume" and e["cycle"] == nxt) for log in logs
-            )
+        last = max(e["step"] for e in mine if e["event"] == "step")
+        kept = last if nxt is None else min(resumed(log, nxt) for log in logs)
+        own = last if nxt is None else resumed(logs[0], nxt)
         at = next(e["time"] for e in mine if e["event"] == "step" and e["step"] == kept)
-        out.append((resume["time"], at, kept - resume["step"]))
+        out.append((resume["time"], at, own - resume["step"]))
     return out
 
 
@@ -64,7 +67,7 @@ def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -
     finally:
         job.kill()
     truth = trained(tmp_path, 2)
-    assert sum(steps for _, _, steps in truth) == STEPS  # every step kept once
+    assert sum(steps for _, _, steps in truth) == STEPS  # every step of rank 0 kept once
 
     proc = subprocess.run(
         [sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(job.state), "--json"],
