@@ -16,7 +16,7 @@ from slurm_ft.report.causes import repeat_nodes, top_causes
 from slurm_ft.report.cycles import attempt_views, cycle_views, progress_known
 from slurm_ft.report.faults import fault_views
 from slurm_ft.report.load import StateFiles
-from slurm_ft.report.snapshots import resumed_steps, with_snapshot_split
+from slurm_ft.report.snapshots import resumed_steps, snapshot_floors, with_snapshot_split
 from slurm_ft.report.timesplit import totals_of, with_splits
 from slurm_ft.report.views import Report
 
@@ -24,7 +24,11 @@ from slurm_ft.report.views import Report
 def analyse(files: StateFiles) -> Report:
     cycles, keys = cycle_views(files)
     resumed = resumed_steps(files.snapshots)
-    cycles = [dataclasses.replace(c, resumed_step=resumed.get(c.cycle)) for c in cycles]
+    floors = snapshot_floors(files.snapshots, cycles)
+    cycles = [
+        dataclasses.replace(c, resumed_step=resumed.get(c.cycle), snapshot_floor=floors.get(c.cycle))
+        for c in cycles
+    ]
     readings = sorted([*files.readings, *files.snapshot_readings], key=lambda r: r.time)
     cycles, pace = with_splits(cycles, readings)
     attempts = attempt_views(files, cycles, keys)

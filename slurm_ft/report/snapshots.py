@@ -5,6 +5,7 @@ at the newest snapshot the nodes held."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter, defaultdict
 
 from slurm_ft.records import NodeSnapshots, RankResume, SnapshotSource
@@ -43,6 +44,21 @@ def resumed_steps(snaps: list[NodeSnapshots]) -> dict[int, int]:
         steps = [r.step for r in resumes if r.source is not SnapshotSource.NONE]
         if resumes and len(steps) == len(resumes) and all(step is not None for step in steps):
             out[cycle] = min(step for step in steps if step is not None)
+    return out
+
+
+def snapshot_floors(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> dict[int, int]:
+    """Each cycle's floor for node 0's snapshot readings: node 0's newest snapshot when the
+    cycle before it ended (see :attr:`views.CycleView.snapshot_floor`)."""
+    node0 = {
+        rec.cycle: rec.newest_step for rec in snaps if rec.node_rank == 0 and isinstance(rec.newest_step, int)
+    }
+    ordered = sorted(cycles, key=lambda c: c.start)
+    out = {}
+    for before, c in itertools.pairwise(ordered):
+        step = node0.get(before.cycle)
+        if step is not None:
+            out[c.cycle] = step
     return out
 
 

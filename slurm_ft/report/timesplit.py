@@ -52,8 +52,15 @@ READING_LAG_S = 1.0
 def _window(
     c: CycleView, readings: list[ProgressReading], until: float | None = None
 ) -> list[ProgressReading]:
+    """The cycle's readings: from its start to ``until`` (its end), less the snapshot
+    readings of the cycle before that node 0 read only after this one began."""
     end = until if until is not None else (c.end if c.end is not None else float("inf"))
-    return [r for r in readings if c.start <= r.time <= end]
+    floor = c.snapshot_floor
+    return [
+        r
+        for r in readings
+        if c.start <= r.time <= end and (floor is None or r.mark != SNAPSHOT_MARK or r.step > floor)
+    ]
 
 
 def _windows(cycles: list[CycleView]) -> dict[int, float | None]:

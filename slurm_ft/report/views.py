@@ -68,6 +68,9 @@ class CycleView:
     source: str  # "record" or "ledger" (the cycle record was unreadable)
     split: CycleSplit | None = None  # None: no timed readings show progress in this cycle
     resumed_step: int | None = None  # every rank resumed from a snapshot of this step
+    # Node 0's newest snapshot when the cycle before ended: a snapshot reading at or below it
+    # in this cycle is the cycle before's, read late (node 0 looks every 0.5 s).
+    snapshot_floor: int | None = None
 
     @property
     def duration(self) -> float | None:

@@ -81,18 +81,25 @@ def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -
     totals = doc["totals"]
     assert totals["split_cycles"] == 2, totals
     # node 0 reads its snapshots every 0.5 s: each cycle's start-up end and kept end are
-    # known to about that (and a step or so of pace); the kill costs at most two steps
+    # known to about that (and a step or so of pace)
     (resumed0, kept0, _), (resumed1, _, _) = truth
     first, second = (c["split"] for c in doc["cycles"])
     assert first["startup_end"] == pytest.approx(resumed0, abs=0.8), (first, truth)
     assert first["kept_end"] == pytest.approx(kept0, abs=0.8), (first, truth)
     assert second["startup_end"] == pytest.approx(resumed1, abs=0.8), (second, truth)
-    assert totals["lost_work_s"] <= 2 * STEP_S + 0.6, totals
-    assert totals["seconds_per_step"] == pytest.approx(STEP_S, rel=0.5), totals
+    # lost: from the step kept to the kill (rank 1 died right after its step FAULT_STEP)
+    killed = next(e["time"] for e in events(tmp_path, 1) if e["event"] == "step" and e["step"] == FAULT_STEP)
+    assert totals["lost_work_s"] <= killed - kept0 + 0.8, (totals, truth)
+    steps0 = {e["step"]: e["time"] for e in events(tmp_path, 0) if e["event"] == "step" and e["cycle"] == 1}
+    pace = (max(steps0.values()) - min(steps0.values())) / (len(steps0) - 1)  # the trainer's own
+    assert totals["seconds_per_step"] == pytest.approx(pace, rel=0.3), (totals, pace)
     # a cycle that succeeds keeps its training to its end (the workers' exit included)
     assert second["kept_end"] == doc["cycles"][1]["end"]
     assert totals["goodput_ratio"] == pytest.approx(totals["progress_s"] / totals["wall_clock_s"])
     assert any("timed by node 0's snapshot readings alone" in note for note in doc["notes"]), doc["notes"]
     [restore] = doc["snapshot_restores"]
     assert restore["cycle"] == 1
-    assert abs(restore["step"] - FAULT_STEP) <= 1, restore
+    # the step the report says the job resumed at is the one the trainer's ranks logged
+    assert restore["step"] == min(
+        e["step"] for r in range(2) for e in events(tmp_path, r) if e["event"] == "resume" and e["cycle"] == 1
+    ), restore

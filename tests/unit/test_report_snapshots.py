@@ -170,3 +170,16 @@ def test_the_logs_reader_leaves_out_what_only_the_accounting_reads(tmp_path: Pat
     assert (len(full.snapshots), len(full.snapshot_readings), len(full.readings)) == (1, 1, 1)
     cycles_only = load.load(state, accounting=False)
     assert (cycles_only.snapshots, cycles_only.snapshot_readings, cycles_only.readings) == ([], [], [])
+
+
+def test_a_snapshot_of_the_cycle_before_read_late_is_not_the_next_cycles_progress() -> None:
+    """Node 0 reads its newest snapshot every 0.5 s: the last step of a failed cycle may be
+    read only after the next cycle began. It is not that cycle's first progress (node 0
+    held it when the cycle before ended), nor are the steps the next cycle redoes."""
+    files = job((SnapshotSource.PEER, 32), held_0=33)
+    files.snapshot_readings.append(snap(41.5, 33))  # cycle 0's step 33, read at 41.5 s
+    files.snapshot_readings.sort(key=lambda r: r.time)
+    _, c1 = analyse(files).cycles
+    assert c1.snapshot_floor == 33
+    assert c1.split is not None
+    assert c1.split.startup_s == pytest.approx(5)  # step 34 at 48 s, back-dated 2 steps
