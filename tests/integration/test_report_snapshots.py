@@ -23,6 +23,10 @@ pytestmark = pytest.mark.torch
 STEP_S = 0.25
 STEPS = 40
 FAULT_STEP = 16
+# How closely the report's cuts match the trainer's log: node 0 looks every 0.5 s, and a
+# start-up is back-dated from the first step it saw by a few steps at the job's mean pace
+# (which a loaded machine stretches and shrinks).
+CUT_S = 0.5 + 3 * STEP_S
 
 
 def trained(tmp: Path, ranks: int) -> list[tuple[float, float, int]]:
@@ -80,16 +84,15 @@ def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -
     doc = json.loads(proc.stdout)
     totals = doc["totals"]
     assert totals["split_cycles"] == 2, totals
-    # node 0 reads its snapshots every 0.5 s: each cycle's start-up end and kept end are
-    # known to about that (and a step or so of pace)
+    # each cycle's start-up end and kept end, to within CUT_S
     (resumed0, kept0, _), (resumed1, _, _) = truth
     first, second = (c["split"] for c in doc["cycles"])
-    assert first["startup_end"] == pytest.approx(resumed0, abs=0.8), (first, truth)
-    assert first["kept_end"] == pytest.approx(kept0, abs=0.8), (first, truth)
-    assert second["startup_end"] == pytest.approx(resumed1, abs=0.8), (second, truth)
+    assert first["startup_end"] == pytest.approx(resumed0, abs=CUT_S), (first, truth)
+    assert first["kept_end"] == pytest.approx(kept0, abs=CUT_S), (first, truth)
+    assert second["startup_end"] == pytest.approx(resumed1, abs=CUT_S), (second, truth)
     # lost: from the step kept to the kill (rank 1 died right after its step FAULT_STEP)
     killed = next(e["time"] for e in events(tmp_path, 1) if e["event"] == "step" and e["step"] == FAULT_STEP)
-    assert totals["lost_work_s"] <= killed - kept0 + 0.8, (totals, truth)
+    assert totals["lost_work_s"] <= killed - kept0 + CUT_S, (totals, truth)
     steps0 = {e["step"]: e["time"] for e in events(tmp_path, 0) if e["event"] == "step" and e["cycle"] == 1}
     pace = (max(steps0.values()) - min(steps0.values())) / (len(steps0) - 1)  # the trainer's own
     assert totals["seconds_per_step"] == pytest.approx(pace, rel=0.3), (totals, pace)
