@@ -12,7 +12,7 @@ on (the restart count, the decision, the ledger's verdict) is in the store and i
 anyway, so nothing waits for it. The record is kept here (the newest version of each file)
 and written, in order, once the child's stuck write returns (the mount answers again);
 until then every write is kept at once and every read answers "not there". The agent
-decides what a stall that does not end means for the attempt (``Agent.finish``, README
+decides what a stall that does not end means for the attempt (``lifetime.finish``, README
 "A file system that stops answering").
 """
 

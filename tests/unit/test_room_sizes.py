@@ -21,13 +21,11 @@ BIG_MODULES = {
     "cli/refdocs.py",
     "compat/ftlauncher.py",
     "config.py",
-    "launch/agent.py",
     "launch/rendezvous/stores.py",
     "launch/workers/standby_child.py",
     "report/analysis.py",
 }
 BIG_CLASSES = {
-    "launch/agent.py::Agent",
     "launch/bookkeeping.py::Bookkeeper",
     "launch/coordinator.py::Coordinator",
     "launch/member.py::Member",

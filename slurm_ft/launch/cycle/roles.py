@@ -1,0 +1,67 @@
+"""How a launcher takes its role in the run at the start: node 0 opens the store, runs the
+coordinator and publishes the run; a peer finds node 0's store and reads the run. What
+each role then does is ``member`` and ``coordinator``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.coordinator import Coordinator, open_store
+from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.client import Client, find_run
+from slurm_ft.launch.rendezvous.protocol import Base, Keys
+from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.rendezvous.stores import StoreLost
+
+
+def open_as_node0(
+    cfg: AgentConfig,
+    keys: Keys,
+    sealer: Sealer,
+    given: Client | None,
+    books: Bookkeeper,
+    events: EventLog,
+    clock: Callable[[], float],
+    snapshot_step: Callable[[], int | None],
+) -> tuple[Client, Coordinator, Base]:
+    """Node 0: its store (``given`` in the tests), its coordinator, and the run it published."""
+    client = given or open_store(cfg, keys, sealer, events)
+    coordinator = Coordinator(cfg, client, books, events, clock=clock, snapshot_step=snapshot_step)
+    return client, coordinator, coordinator.open()
+
+
+def reach_node0(
+    cfg: AgentConfig,
+    keys: Keys,
+    sealer: Sealer,
+    given: Client | None,
+    events: EventLog,
+    abort: Callable[[], bool],
+    sleep: Callable[[float], None],
+) -> tuple[Client, Base]:
+    """A peer: node 0's store (found among the job's ports) and the run it published; the
+    first heart-beat is sent at once."""
+    launch = cfg.settings.launch
+    deadline = time.monotonic() + launch.join_timeout
+    if given is None:
+        client, base = find_run(
+            cfg.topo.master_addr,
+            cfg.rdzv_ports,
+            keys,
+            sealer,
+            deadline=deadline,
+            op_timeout=launch.heartbeat_timeout,
+            abort=abort,
+            sleep=sleep,
+        )
+    else:
+        client, found = given, given.wait_base(deadline=deadline, abort=abort)
+        if found is None:
+            raise StoreLost("node 0 did not publish the run within the join timeout")
+        base = found
+    client.beat(cfg.job.node_rank)
+    events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
+    return client, base
