@@ -73,7 +73,7 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         print(f"{PROG}: note: {'; '.join(it.request.notes)}", file=sys.stderr)
     cfg = _agent_config(it.ns, env, job, settings, cwd)
     # Before anything looks at the state dir: on a dead mount that look would never return.
-    from slurm_ft.launch.stateio import unanswered
+    from slurm_ft.launch.books.stateio import unanswered
 
     dead = unanswered(cfg.state.path, cfg.job.node_name, cfg.settings.launch.write_timeout)
     if dead is not None:  # a dead mount: the node is unhealthy, not the input bad

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from slurm_ft import config
-from slurm_ft.launch.agent import Agent, Phase, Seams
 from slurm_ft.launch.context import AgentConfig, run_id_for
 from slurm_ft.launch.cycle import lifetime
+from slurm_ft.launch.cycle.agent import Agent, Phase, Seams
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client

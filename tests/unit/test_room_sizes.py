@@ -22,17 +22,12 @@ BIG_MODULES = {
     "compat/ftlauncher.py",
     "config.py",
     "launch/rendezvous/stores.py",
-    "launch/workers/standby_child.py",
     "report/analysis.py",
 }
 BIG_CLASSES = {
-    "launch/bookkeeping.py::Bookkeeper",
     "launch/coordinator.py::Coordinator",
     "launch/member.py::Member",
     "launch/rendezvous/client.py::Client",
-    "launch/stateio.py::StateIO",
-    "launch/workers/group.py::CycleWorkers",
-    "scribe.py::Scribe",
 }
 
 

@@ -12,7 +12,7 @@ from slurm_ft.launch.workers import env as wenv
 from slurm_ft.launch.workers import standby
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.launch.workers.standby import Placement, mismatch, off_reason, past_start_up
-from slurm_ft.launch.workers.standby_child import auto_modules
+from slurm_ft.launch.workers.standby_preload import auto_modules
 from slurm_ft.settingsyntax import parse_preload
 from slurm_ft.statedir import StateDir
 

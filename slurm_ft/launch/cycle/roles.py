@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.output.eventlog import EventLog

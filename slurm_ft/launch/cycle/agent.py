@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from slurm_ft import privatefiles
 from slurm_ft.launch import hang, policy, spares
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
+from slurm_ft.launch.books.summary import RunSummary
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator
 from slurm_ft.launch.cycle import endings, roles, snapshotting
