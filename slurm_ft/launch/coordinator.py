@@ -18,8 +18,7 @@ from functools import partial
 
 from slurm_ft.launch import hang, hostprobe, policy, spares, wayout
 from slurm_ft.launch.books import cyclecount
-from slurm_ft.launch.books.bookkeeper import Bookkeeper
-from slurm_ft.launch.books.summary import RunSummary
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.hang.judge import JobJudge

@@ -1,33 +1,35 @@
 """Where and when a launcher writes its state-dir files: cycle records, the job outcome,
 unhealthy-node records.
 
-The formats live in ``records`` and what each record says in ``forms``; this module owns
-the timing rules around them, and receives everything it writes as immutable values (a
-:class:`RunSummary`, a decision, a result): what a record says never depends on when the
-loop happened to update a field. Node 0 writes the job's records. A peer writes its own
-copies only when its state dir is not shared with node 0 (it finds no record of this run
-there), so a shared dir never ends up with a peer's partial view. Files that are not on a
-restart's critical path are deferred until the next cycle's workers run.
+The formats live in ``records``. This module owns what each record says
+(:class:`RecordForms`) and the timing rules around them (:class:`Bookkeeper`), and receives
+everything it writes as immutable values (a :class:`RunSummary`, a decision, a result):
+what a record says never depends on when the loop happened to update a field. Node 0
+writes the job's records. A peer writes its own copies only when its state dir is not
+shared with node 0 (it finds no record of this run there), so a shared dir never ends up
+with a peer's partial view. Files that are not on a restart's critical path are deferred
+until the next cycle's workers run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_ft import jobpointer, procident, records
 from slurm_ft.launch import policy
-from slurm_ft.launch.books.forms import RecordForms
 from slurm_ft.launch.books.stateio import StateIO
-from slurm_ft.launch.books.summary import RunSummary
 from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.launch.workers.survivors import Survivor
-from slurm_ft.records import JsonDict
+from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 
@@ -38,6 +40,124 @@ Record = (
     | records.NodeSnapshots
     | records.SnapshotsPersisted
 )
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What this launcher knows of the run at one moment; the records report it."""
+
+    first_cycle: int = 0
+    run_uuid: str = ""
+    cycles_run: int = 0
+    last_cycle: int | None = None
+    last_failure: Failure | None = None
+    nodes: tuple[str, ...] = ()
+    lost_nodes: tuple[str, ...] = ()  # with spares: lost launchers, spares included
+    suspect_nodes: tuple[str, ...] = ()
+    failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
+    log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
+    store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
+    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession)
+    unfenced: tuple[str, ...] = ()  # processes of a lost store host that could not be killed
+    snapshots_persisted: tuple[str, ...] = ()  # this node's persist on the way out: one line per rank
+    snapshots_not_persisted: tuple[str, ...] = ()  # ... and what it could not persist
+
+    def started(self, cycle: int) -> RunSummary:
+        return dataclasses.replace(self, cycles_run=self.cycles_run + 1, last_cycle=cycle)
+
+    def closed(
+        self, failure: Failure | None, *, succeeded: bool, log_lost: tuple[int, int] = (0, 0)
+    ) -> RunSummary:
+        """After a cycle: its failure is the last one (a success clears the last one), and
+        what its cycle log could not take is counted."""
+        last = failure if failure is not None else None if succeeded else self.last_failure
+        return dataclasses.replace(
+            self,
+            last_failure=last,
+            failure_seen=failure or self.failure_seen,
+            log_lost=(self.log_lost[0] + log_lost[0], self.log_lost[1] + log_lost[1]),
+        )
+
+
+class RecordForms:
+    """The launcher's facts every record repeats (its job, run id, topology, clock, where
+    the cycle logs go), and what each record says, made from immutable values. (A plain
+    class: it is behaviour, and a dataclass costs the launcher's start its generated code.)"""
+
+    def __init__(
+        self,
+        job: SlurmJob,
+        run_id: str,
+        topo: Topology,
+        clock: Callable[[], float],
+        applog_prefix: str | None = None,
+        applog_per_node: bool = False,
+    ) -> None:
+        self.job, self.run_id, self.topo, self.clock = job, run_id, topo, clock
+        self.applog_prefix, self.applog_per_node = applog_prefix, applog_per_node
+
+    def cycle_record(self, run: RunSummary, i: int, cycle: int, d: Decision) -> records.CycleRecord:
+        names = list(d.nodes)
+        active = [names[k] for k in d.active if k < len(names)]
+        spare = [names[k] for k in d.spares if k < len(names)]
+        return records.CycleRecord(
+            cycle=cycle,
+            attempt=self.job.attempt,
+            restart=i,
+            run_id=self.run_id,
+            run_uuid=run.run_uuid,
+            start_time=d.start_time,
+            nodes=list(d.nodes),
+            world_size=self.topo.world_size,
+            nproc_per_node=self.topo.nproc_per_node,
+            master_addr=d.master_addr or self.topo.master_addr,
+            master_port=d.master_port,
+            active_nodes=active,
+            spare_nodes=spare,
+            replacements=list(d.replacements),
+            log_files=[f.to_json() for f in self.log_files(cycle, d)],
+        )
+
+    def log_files(self, cycle: int, d: Decision) -> list[records.LogFile]:
+        """The files the cycle's launchers write its output to (the same naming rule as
+        ``CycleWorkers``: ``.node<K>`` with the launcher's index K in the node list)."""
+        if not self.applog_prefix:
+            return []
+        if not self.applog_per_node:
+            return [records.LogFile(str(cycle_log_path(self.applog_prefix, cycle)))]
+        names = list(d.nodes) or [self.job.node_name]
+        working = d.active or tuple(range(len(names)))
+        return [
+            records.LogFile(str(cycle_log_path(self.applog_prefix, cycle, k)), names[k], k)
+            for k in working
+            if k < len(names)
+        ]
+
+    def outcome(self, run: RunSummary, ending: Ending) -> records.OutcomeRecord:
+        failure = run.last_failure
+        return records.OutcomeRecord(
+            exit_code=ending.exit_code,
+            outcome=ending.outcome,
+            reason=ending.reason,
+            first_failure=failure.to_json() if failure else None,
+            cycles=run.cycles_run,
+            first_cycle=run.first_cycle if run.cycles_run else None,
+            last_cycle=run.last_cycle,
+            attempt=self.job.attempt,
+            job_id=self.job.job_id,
+            run_id=self.run_id,
+            run_uuid=run.run_uuid,
+            unhealthy_nodes=list(ending.unhealthy_nodes),
+            nodes=list(ending.nodes if ending.nodes else run.nodes),
+            lost_nodes=list(ending.lost_nodes or run.lost_nodes),
+            suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
+            store_values_ignored=list(run.store_values_ignored),
+            store_successions=list(run.successions),
+            unfenced=list(run.unfenced),
+            snapshots_persisted=list(run.snapshots_persisted),
+            snapshots_not_persisted=list(run.snapshots_not_persisted),
+            time=self.clock(),
+        )
 
 
 def stuck_detail(stuck: list[Survivor]) -> str:

@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING
 
 from slurm_ft import privatefiles
 from slurm_ft.launch import hang, policy, spares
-from slurm_ft.launch.books.bookkeeper import Bookkeeper
-from slurm_ft.launch.books.summary import RunSummary
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator
-from slurm_ft.launch.cycle import endings, roles, snapshotting
+from slurm_ft.launch.cycle import roles
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import jobsecret
@@ -149,9 +148,10 @@ class Agent:
             self.client.publish_snapshots(i, self.cfg.job.node_rank, holdings.encode())
         member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
         self.phases.append(Phase.DECIDE)
-        decision = self._decide(i, cycle)
+        decision = self._decision(i, cycle)
+        self.store_loss.saw(i, decision)
         if not decision.run:
-            return endings.stopped(self.coordinator, i, decision, self.launch.result_linger_timeout)
+            return roles.stopped(self.coordinator, i, decision, self.launch.result_linger_timeout)
         judge = self.coordinator.judge if self.coordinator else None
         active = decision.active or tuple(range(self.cfg.num_nodes))
         topo = spares.cycle_topology(self.cfg.topo, decision, self.cfg.job.node_rank)
@@ -179,7 +179,7 @@ class Agent:
             return self.store_loss.gone(i, end.detail)
         if end.kind is not WatchEndKind.FAILURE:
             node = self.cfg.job.node_name
-            return endings.after(end, i, cycle, self.coordinator, member, self.ev, self.sig.arrived, node)
+            return roles.after(end, i, cycle, self.coordinator, member, self.ev, self.sig.arrived, node)
         self.next_index = i + 1
         return None
 
@@ -198,7 +198,9 @@ class Agent:
             arrived, sleep = self.sig.arrived, self.sig.sleep
             self.client, base = roles.reach_node0(cfg, keys, sealer, given, self.ev, arrived, sleep)
         self.run = RunSummary(first_cycle=base.first_cycle, run_uuid=base.run_uuid)
-        if self.lost_nodes is None:
+        if self.lost_nodes is None and self.snapshots.path is not None:
+            from slurm_ft.launch.cycle import snapshotting  # a job that snapshots alone imports it
+
             self.lost_nodes = snapshotting.between_nodes(cfg, self.snapshots, self.ev.event)
         hangs = self.hangs = hang.NodeWatch(hang.Limits.from_settings(cfg.settings.hang))
         self._start_threads()
@@ -234,11 +236,6 @@ class Agent:
             self.coordinator.watch_job(self.threads, self.hangs)
         self.member.cfg, self.member.client, self.member.threads = self.cfg, self.client, self.threads
 
-    def _decide(self, i: int, cycle: int) -> Decision:
-        decision = self._decision(i, cycle)
-        self.store_loss.saw(i, decision)
-        return decision
-
     def _decision(self, i: int, cycle: int) -> Decision:
         abort = self.threads.abort_check(self.sig.arrived)
         if self.coordinator is not None:
@@ -248,6 +245,8 @@ class Agent:
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
             self.run = dataclasses.replace(self.run, nodes=self.coordinator.nodes or self.run.nodes)
             if decision.run and self.lost_nodes is not None:
+                from slurm_ft.launch.cycle import snapshotting
+
                 assert self.client is not None
                 planned = snapshotting.plan(self.client, i, decision, roster.joins, self.cfg)
                 decision = dataclasses.replace(decision, snapshot_plan=planned)
@@ -268,6 +267,8 @@ class Agent:
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
         if self.lost_nodes is not None:
+            from slurm_ft.launch.cycle import snapshotting
+
             assert self.client is not None and self.member is not None
             rank = self.cfg.job.node_rank
             failed = snapshotting.fetch_sources(self.client, self.lost_nodes, i, decision, rank)
@@ -304,6 +305,8 @@ class Agent:
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
         if workers is not None and self.snapshots.used():  # before the next cycle's restore
+            from slurm_ft.launch.cycle import snapshotting
+
             snaps, job, uuid = self.snapshots, self.cfg.job, self.run.run_uuid
             snapshotting.after_cycle(snaps, self.books, self.ev.event, job, cycle, uuid, workers.ranks)
         lost = workers.log_lost if workers is not None else (0, 0)

@@ -19,7 +19,6 @@ from slurm_ft.launch import policy, wayout
 from slurm_ft.launch.books.stateio import StateDirStalled
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.coordinator import PortsInUse
-from slurm_ft.launch.cycle import snapshotting
 from slurm_ft.launch.cycle.agent import Agent, Phase
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
@@ -146,6 +145,10 @@ def finish(agent: Agent, way_out: Exit) -> Ending:
 
 
 def _persist_snapshots(agent: Agent, ending: Ending) -> None:
+    if not agent.snapshots.persists:
+        return
+    from slurm_ft.launch.cycle import snapshotting  # a job that snapshots alone imports it
+
     agent.run = snapshotting.persist(
         agent.snapshots, agent.books, agent.cfg, agent.run, ending, agent.sig.received_at, time.monotonic()
     )

@@ -1,20 +1,27 @@
-"""How a launcher takes its role in the run at the start: node 0 opens the store, runs the
-coordinator and publishes the run; a peer finds node 0's store and reads the run. What
-each role then does is ``member`` and ``coordinator``."""
+"""The loop's steps that differ by role, kept out of the loop so that it reads as one.
+
+At the start: node 0 opens the store, runs the coordinator and publishes the run; a peer
+finds node 0's store and reads the run. At the end of a last cycle (the decision said
+stop, or the watch ended in success, a signal or a blind spot): node 0's coordinator says
+the way out for the job, a peer what it saw, as a way out for ``lifetime.finish``. What
+each role does meanwhile is ``member``'s and ``coordinator``'s."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+from slurm_ft.launch import wayout
 from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
+from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.client import Client, find_run
-from slurm_ft.launch.rendezvous.protocol import Base, Keys
+from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.wayout import Exit
 
 
 def open_as_node0(
@@ -65,3 +72,32 @@ def reach_node0(
     client.beat(cfg.job.node_rank)
     events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
     return client, base
+
+
+def stopped(coordinator: Coordinator | None, i: int, decision: Decision, linger: float) -> Exit:
+    if coordinator is None:
+        return wayout.stopped(decision, None, linger)
+    return coordinator.stopping(i, decision)
+
+
+def after(
+    end: WatchEnd,
+    i: int,
+    cycle: int,
+    coordinator: Coordinator | None,
+    member: Member,
+    events: EventLog,
+    arrived: Callable[[], bool],
+    node_name: str,
+) -> Exit:
+    """After the watch of the last cycle (any end but a failure, which another cycle follows)."""
+    if end.kind is WatchEndKind.SUCCESS:
+        events.event(f"cycle {cycle}: all workers on all nodes finished")
+        if coordinator is None:
+            member.confirm_success(i, cycle, arrived)
+            return wayout.finished(None, 0.0)
+        return coordinator.finished(i)
+    if end.kind is WatchEndKind.SIGNAL:
+        assert end.signum is not None
+        return wayout.signalled(end.signum, node_name)
+    return wayout.blind(end.detail)

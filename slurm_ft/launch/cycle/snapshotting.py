@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from slurm_ft.launch.books.bookkeeper import Bookkeeper
-from slurm_ft.launch.books.summary import RunSummary
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client
