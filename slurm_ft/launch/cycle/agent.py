@@ -45,7 +45,7 @@ from slurm_ft.launch.storeloss import StoreHostLoss
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
-from slurm_ft.records import FailureKind, node_name
+from slurm_ft.records import node_name
 
 if TYPE_CHECKING:
     from slurm_ft.launch.handover import EpochStore
@@ -167,11 +167,18 @@ class Agent:
             if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                 return Exit(policy.unhealthy_self(self.unhealthy))
             self.phases.append(Phase.RUN)
-            workers = self._start(i, cycle, decision, topo)
-            self.phases.append(Phase.WATCH)
-            self.export_metrics()
-            on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
-            end = member.watch(i, workers, judge, active, on_tick)
+            if self.lost_nodes is not None and not self._snapshot_sources(i, decision):
+                # The failure is out before any worker here starts: none trains this cycle
+                # on a step the others do not have (the others' workers never get a step
+                # done without this node's ranks), and none has to be stopped here.
+                self.books.node_processes(self.run, cycle, [])
+                end = member.stand_by(i, judge, active)
+            else:
+                workers = self._start(i, cycle, decision, topo)
+                self.phases.append(Phase.WATCH)
+                self.export_metrics()
+                on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
+                end = member.watch(i, workers, judge, active, on_tick)
         self.phases.append(Phase.STOP)
         self._stop(i, cycle, decision, workers, end)
         self.export_metrics()
@@ -210,19 +217,11 @@ class Agent:
         return self.member
 
     def _start_threads(self) -> None:
-        """The background threads of this launcher's role in the current store's epoch."""
         assert self.client is not None
-        self.threads = BackgroundSet.start(
-            self.client,
-            node_rank=self.cfg.job.node_rank,
-            num_nodes=self.cfg.num_nodes,
-            interval=self.launch.heartbeat_interval,
-            timeout=self.launch.heartbeat_timeout,
-            wake_fd=self.wake.write_fd,
-            emergency=self.seams.on_frozen_store or self.store_loss.emergency_exit,
-            on_lost=self.store_loss.sever,
-            clock=self.seams.monotonic,
-            host=self.cfg.store_host,
+        emergency = self.seams.on_frozen_store or self.store_loss.emergency_exit
+        on_lost, clock = self.store_loss.sever, self.seams.monotonic
+        self.threads = roles.start_threads(
+            self.client, self.cfg, self.wake.write_fd, emergency, on_lost, clock
         )
 
     def enter_epoch(self, keys: Keys) -> None:
@@ -266,15 +265,6 @@ class Agent:
         self.run = self.run.started(cycle)
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
-        if self.lost_nodes is not None:
-            from slurm_ft.launch.cycle import snapshotting
-
-            assert self.client is not None and self.member is not None
-            rank = self.cfg.job.node_rank
-            failed = snapshotting.fetch_sources(self.client, self.lost_nodes, i, decision, rank)
-            if failed is not None:  # the cycle ends at once; the next plans without that holder
-                self.ev.event(failed)
-                self.member.publish_quietly(i, FailureKind.WORKER, failed)
         self.workers = CycleWorkers.start(
             cfg,
             i,
@@ -292,6 +282,15 @@ class Agent:
         if first and self.cfg.is_node0:  # off the path to the first step
             self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
+
+    def _snapshot_sources(self, i: int, decision: Decision) -> bool:
+        """Before the workers start: this node's keys at the step every rank resumes from,
+        as node 0's plan says; False (the failure published) when they cannot be."""
+        from slurm_ft.launch.cycle import snapshotting  # a job that snapshots alone imports it
+
+        assert self.lost_nodes is not None and self.client is not None and self.member is not None
+        where = (self.client, self.lost_nodes, self.member, self.ev.event)
+        return snapshotting.fetch_sources(*where, i, decision, self.cfg.job.node_rank)
 
     def _stop(
         self, i: int, cycle: int, decision: Decision, workers: CycleWorkers | None, end: WatchEnd

@@ -1,7 +1,8 @@
 """The loop's steps that differ by role, kept out of the loop so that it reads as one.
 
 At the start: node 0 opens the store, runs the coordinator and publishes the run; a peer
-finds node 0's store and reads the run. At the end of a last cycle (the decision said
+finds node 0's store and reads the run; each starts its role's background threads (again
+in each store epoch). At the end of a last cycle (the decision said
 stop, or the watch ended in success, a signal or a blind spot): node 0's coordinator says
 the way out for the job, a peer what it saw, as a way out for ``lifetime.finish``. What
 each role does meanwhile is ``member``'s and ``coordinator``'s."""
@@ -17,6 +18,7 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.member import Member, WatchEnd, WatchEndKind
 from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
@@ -72,6 +74,31 @@ def reach_node0(
     client.beat(cfg.job.node_rank)
     events.event(f"joined rendezvous store at {cfg.topo.master_addr}:{client.port}")
     return client, base
+
+
+def start_threads(
+    client: Client,
+    cfg: AgentConfig,
+    wake_fd: int,
+    emergency: Callable[[str], None],
+    on_lost: Callable[[str], None],
+    clock: Callable[[], float],
+) -> BackgroundSet:
+    """The background threads of this launcher's role in the current store's epoch (the
+    heart-beat, node 0's watch of the peers, a peer's watchdog of the store)."""
+    launch = cfg.settings.launch
+    return BackgroundSet.start(
+        client,
+        node_rank=cfg.job.node_rank,
+        num_nodes=cfg.num_nodes,
+        interval=launch.heartbeat_interval,
+        timeout=launch.heartbeat_timeout,
+        wake_fd=wake_fd,
+        emergency=emergency,
+        on_lost=on_lost,
+        clock=clock,
+        host=cfg.store_host,
+    )
 
 
 def stopped(coordinator: Coordinator | None, i: int, decision: Decision, linger: float) -> Exit:

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.member import Member
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
 from slurm_ft.launch.snapshots.node import NodeSnapshots
-from slurm_ft.records import RankResume
+from slurm_ft.records import FailureKind, RankResume
 from slurm_ft.slurm import SlurmJob
 
 if TYPE_CHECKING:
@@ -49,16 +50,31 @@ def plan(
 
 
 def fetch_sources(
-    client: Client, lost_nodes: LostNodes, i: int, decision: Decision, node_rank: int
-) -> str | None:
+    client: Client,
+    lost_nodes: LostNodes,
+    member: Member,
+    on_event: Callable[[str], None],
+    i: int,
+    decision: Decision,
+    node_rank: int,
+) -> bool:
     """Before the workers start: this node's keys at the step every rank resumes from
-    (fetched from another node where a lost node took them), as node 0's plan says. The
-    line saying which copy no holder could give (the cycle then ends at once, and the next
-    one plans without that holder), or None."""
+    (fetched from another node where a lost node took them), as node 0's plan says.
+    False when they cannot be (a copy no holder could give, or a part the decision names
+    that the store does not hold sealed): the failure is said and published, the cycle
+    ends before this node's workers start, and the next one plans again."""
     from slurm_ft.launch.snapshots import lostnode
 
     raw = client.snapshot_part(i, node_rank) if decision.snapshot_plan else None
-    return lost_nodes.prepare(lostnode.Part.decode(raw) if raw is not None else None)
+    part = lostnode.Part.decode(raw) if raw is not None else None
+    if decision.snapshot_plan and part is None:
+        failed: str | None = lost_nodes.unplanned()
+    else:
+        failed = lost_nodes.prepare(part)
+    if failed is not None:
+        on_event(failed)
+        member.publish_quietly(i, FailureKind.WORKER, failed)
+    return failed is None
 
 
 def after_cycle(

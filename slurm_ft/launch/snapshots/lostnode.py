@@ -119,12 +119,21 @@ def parts(
     published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
 ) -> dict[int, Part] | None:
     """Node 0's plan, one part per active launcher, from what the launchers published
-    (None: nothing to say to anyone, nothing held and no replica target published)."""
+    (None: nothing to say to anyone, nothing held and no replica target published).
+
+    A launcher whose join says it published but whose holdings cannot be read (not sealed
+    with the job secret: forged or deleted) counts as holding nothing: it takes its keys
+    from other holders like a spare; when nobody's can be read, nobody knows the step,
+    and every node is told to start from the checkpoint (its slots removed), never left
+    to resume from its own newest, which may differ from another node's."""
     found = {n: h for n, raw in published.items() if raw is not None and (h := Holdings.decode(raw))}
     held = {n: h.held for n, h in found.items()}
     needs = sources.needs_of(held, active, nproc_per_node)
     chosen = sources.plan(held, needs) if needs is not None else None
-    acts = chosen is not None and _acts(chosen, found)
+    blind = chosen is None and len(found) < len(published)
+    if blind:
+        chosen = sources.Plan(None, {})
+    acts = blind or (chosen is not None and _acts(chosen, found))
     out: dict[int, Part] = {}
     for node in active:
         target = sources.replica_target(node, active)
@@ -299,7 +308,7 @@ class LostNodes:
         if part is None or not part.acts:
             return None
         self.event(sources.says(sources.Plan(part.step, {self.me: part.sources}), self.me))
-        keys = [s.key for s in part.sources]
+        keys = [s.key for s in part.sources] if part.step is not None else list(reader.held_steps(self.area))
         for source in part.sources:
             if source.via is sources.Via.PEER and part.step is not None:
                 why = self._fetch(source.key, part.step, part.holders.get(source.key, []))
@@ -308,6 +317,22 @@ class LostNodes:
                     return why
         trim(self.area, keys, part.step)
         return None
+
+    def unplanned(self) -> str:
+        """The decision says node 0 wrote this launcher a part, but what the store holds
+        there is not one (not sealed with the job secret: forged, replayed from another key,
+        or deleted). The cycle's step is unknown here, so no rank of this node may resume
+        from its own newest (the others resume from the planned step): every slot is
+        removed, as for a copy no holder could give, and the cycle ends; the next plan
+        fetches this node's keys from their other holders (for shards, a replica)."""
+        with self._target_lock:
+            self._target = None
+        trim(self.area, reader.held_steps(self.area), None)
+        return (
+            "snapshots: node 0's plan for this node could not be read (not sealed with this "
+            "job's secret); this node's ranks start from the checkpoint and the cycle ends so "
+            "the next one plans again"
+        )
 
     def _fetch(self, key: str, step: int, holders: Sequence[tuple[int, peer.Address]]) -> str | None:
         failures = []
