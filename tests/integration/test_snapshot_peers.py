@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slurm_ft.launch.snapshots import peer, sources
+from slurm_ft.snapshot import area as areas
 from slurm_ft.snapshot import layout, reader
 from tests.support.snaptrainer import ROOT, Trainer, start
 from tests.support.waiting import wait_until
@@ -161,6 +163,129 @@ def test_the_only_holder_dying_mid_transfer_leaves_nothing_used_and_the_checkpoi
     )
     t = start(trainers, spare, rank=0, world=2, cycle=2)
     assert t.ask("restore") == "restored None"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("--stall-mid-send", r"is not used: timed out"),  # a frozen peer: the idle timeout
+        ("--trickle", r"is not used: the transfer was not done within 1 s"),  # a dying link: the bound
+    ],
+)
+def test_a_holder_that_stalls_or_trickles_mid_transfer_is_given_up_within_its_bound(
+    tmp_path: Path, trainers: list[Trainer], nodes: list[Node], how: str, said: str
+) -> None:
+    one, spare = _area(tmp_path, "n1"), _area(tmp_path, "spare")
+    t = start(trainers, one, rank=0, world=2, cycle=1, mib=4)
+    assert t.ask("snap 7 replicated") == "snap 7 True"
+    t.finish()
+    holder = Node(one, how)
+    nodes.append(holder)
+    t0 = time.monotonic()
+    with pytest.raises(peer.PeerError, match=said):
+        peer.fetch(holder.address, SECRET, REPLICATED, 7, spare, max_size=1 << 30, timeout=1.0)
+    took = time.monotonic() - t0
+    # the bound: 1 s (+ 4 MiB at the floor rate, 0.06 s) past the handshake; generous for a shared machine
+    assert took < peer.bound(1.0).seconds(8 << 20) + 5.0, took
+    assert reader.describe(spare) == [] and areas.held(spare) == 0  # nothing kept, the memory given back
+    code, _ = holder.finish()
+    assert code == 0
+
+
+def test_a_replica_superseded_while_it_is_sent_is_dropped_at_both_ends_without_a_word(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    lines: list[str] = []
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=lines.append)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        assert t.ask("snap 1") == "snap 1 True"
+        stale = reader.newest(mine, "rank-00000")
+        assert [t.ask(f"snap {s}") for s in (2, 3)] == ["snap 2 True", "snap 3 True"]  # its slot holds 3
+        assert stale is not None
+        there = peer.Address("127.0.0.1", server.port)
+        assert peer.push(there, SECRET, stale) is peer.Pushed.SUPERSEDED
+        fresh = reader.newest(mine, "rank-00000")
+        assert fresh is not None and peer.push(there, SECRET, fresh) is peer.Pushed.KEPT
+    finally:
+        server.close()
+    assert [(i.step, i.header.origin) for i in reader.complete_slots(theirs, "rank-00000")] == [
+        (3, layout.Origin.REPLICA)
+    ]
+    assert areas.held(theirs) == fresh.header.file_size  # the dropped copy's memory was given back
+    assert lines == []  # a superseded replica is not a fault: the launcher log stays quiet
+    t.finish()
+
+
+def test_the_pusher_sends_only_the_newest_snapshot_at_the_lowest_priority(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=print)
+    pusher = ReplicaPusher(mine, SECRET, event=print)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        assert [t.ask(f"snap {s}") for s in (1, 2, 3)] == [f"snap {s} True" for s in (1, 2, 3)]
+        pusher.aim(peer.Address("127.0.0.1", server.port))  # 1 and 2 were superseded before it had a target
+        wait_until(lambda: pusher.counts.kept == 1, 30, message="the replica of step 3")
+        assert [(i.step, i.header.origin) for i in reader.complete_slots(theirs, "rank-00000")] == [
+            (3, layout.Origin.REPLICA)
+        ]
+        assert (pusher.counts.superseded, pusher.counts.failed) == (0, 0)
+        assert pusher.native_id is not None and os.getpriority(os.PRIO_PROCESS, pusher.native_id) == 19
+        t.finish()
+    finally:
+        pusher.close()
+        server.close()
+
+
+def test_replicas_land_while_the_trainer_snapshots_many_times_during_each_copy(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    """Issue #44: a copy slower than the interval between snapshots used to be superseded
+    every time (no replica ever landed). The slot being sent is held still, the trainer
+    snapshotting into a new file in its place, so each copy lands, whole, and the
+    replica's step advances."""
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+    from tests.integration.snapshot_worker import whole
+    from tests.support.slowlink import SlowLink
+
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    lines: list[str] = []
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=lines.append)
+    link = SlowLink(peer.Address("127.0.0.1", server.port), bytes_per_s=8 << 20)  # 4 MiB: 0.5 s a copy
+    pusher = ReplicaPusher(mine, SECRET, poll_s=0.001, event=lines.append)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        pusher.aim(link.address)
+        landed: list[int] = []
+        step, taken = 0, 0
+        deadline = time.monotonic() + 120
+        while pusher.counts.kept < 4 and time.monotonic() < deadline:
+            words = t.ask(f"run {step + 1} {step + 10}").split()  # ten snapshots back to back
+            step, taken = step + 10, taken + int(words[2])
+            replica = reader.newest(theirs, "rank-00000")
+            if replica is not None and (not landed or replica.step != landed[-1]):
+                landed.append(replica.step)
+        assert pusher.counts.kept >= 4, (landed, step, pusher.counts)
+        assert landed == sorted(set(landed)) and len(landed) >= 2  # the replica's step advances
+        assert taken == step  # the trainer never skipped a snapshot for a send
+        # copies that spanned three snapshots or more (both slots rewritten meanwhile) landed:
+        # without the hold every one of them was superseded
+        assert pusher.counts.behind >= 2, pusher.counts
+        assert [i.step for i in reader.complete_slots(mine, "rank-00000")] == [step, step - 1]
+        for info in reader.complete_slots(theirs, "rank-00000"):  # both replicas whole, of their step
+            assert info.header.origin is layout.Origin.REPLICA
+            assert whole(info.step, reader.load(info, copy=True))
+        t.finish()
+    finally:
+        pusher.close()
+        link.close()
+        server.close()
+    assert [line for line in lines if "fall behind" not in line] == []
 
 
 def test_a_replica_torn_mid_copy_is_never_used(tmp_path: Path, trainers: list[Trainer]) -> None:
