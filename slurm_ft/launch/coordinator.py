@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares, wayout
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch import hang, hostprobe, policy, spares, wayout
+from slurm_ft.launch.books import cyclecount
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.hang.judge import JobJudge

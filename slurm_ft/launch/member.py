@@ -24,7 +24,7 @@ from slurm_ft import health
 from slurm_ft.exitcodes import signal_by_name, signal_name
 from slurm_ft.health import periodic
 from slurm_ft.launch import hang, policy
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.companions import Companions, configured_gpus, written_dirs
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import output_note

@@ -51,7 +51,7 @@ def test_a_plain_launch_loads_neither_the_dry_run_nor_ft_launcher(tmp_path):
     code = f"from slurm_ft.cli import launch\nassert launch.main([{str(script)!r}]) == 0"
     settings = {"SLURM_FT_STATE_DIR": str(tmp_path / "state"), "SLURM_FT_LAUNCH_NPROC_PER_NODE": "1"}
     loaded = _loaded_after(code, {**settings, "SLURM_FT_HEALTH_CHECKS": "none"})
-    assert "slurm_ft.launch.agent" in loaded  # the probe did launch
+    assert "slurm_ft.launch.cycle.agent" in loaded  # the probe did launch
     assert not {"slurm_ft.cli.dryrun", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
     # Only a store host's successor fences (through the drill's senders).
     assert not {"slurm_ft.launch.handover", "slurm_ft.launch.fence", "slurm_ft.drill.send"} & loaded
