@@ -39,18 +39,35 @@ def area_path(root: Path, uid: int, job_key: str) -> Path:
     return root / f"{PREFIX}.{uid}.{job_key}"
 
 
+# Other live launchers of the same key on one host (two steps of one job, two standalone
+# jobs of one user) each get their own area: ``<key>``, ``<key>.2``, ... up to this many.
+_MAX_SHARERS = 16
+
+
 def create(root: Path, uid: int, job_key: str, pid: int, start_ticks: int | None) -> Path:
-    """Make (or adopt: a requeued attempt on the same node finds its job's area) the area,
-    private to ``uid``, and record its launcher. Raises :class:`AreaError`."""
-    path = area_path(root, uid, job_key)
-    try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        problem = private_problem(path, uid)
-        if problem:
-            raise AreaError(problem) from None
-    except OSError as exc:
-        raise AreaError(f"snapshot area {path}: cannot create it: {exc.strerror}") from None
+    """Make (or adopt, when its launcher is gone) the area, private to ``uid``, and record
+    its launcher. An area whose launcher still runs belongs to another launcher of the same
+    key on this host (a second job step, a second standalone job): sharing it would let one
+    restore the other's state and remove it at its end, so this one takes the next name.
+    Raises :class:`AreaError`."""
+    for sharer in range(1, _MAX_SHARERS + 1):
+        path = area_path(root, uid, job_key if sharer == 1 else f"{job_key}.{sharer}")
+        try:
+            path.mkdir(mode=0o700)
+            break
+        except FileExistsError:
+            problem = private_problem(path, uid)
+            if problem:
+                raise AreaError(problem) from None
+            if not _owned_by_another_live_launcher(path, pid):
+                break
+        except OSError as exc:
+            raise AreaError(f"snapshot area {path}: cannot create it: {exc.strerror}") from None
+    else:
+        raise AreaError(
+            f"snapshot area {area_path(root, uid, job_key)}: {_MAX_SHARERS} live launchers "
+            "of this job already hold an area on this host"
+        )
     try:
         os.chmod(path, 0o700)
         atomicfile.write_bytes(
@@ -145,6 +162,14 @@ def sweep(root: Path, uid: int, keep: Path | None = None, *, now: float | None =
         privatefiles.remove_tree(path)
         removed.append(path)
     return removed
+
+
+def _owned_by_another_live_launcher(area: Path, pid: int) -> bool:
+    try:
+        owner = int((area / OWNER_FILE).read_text(encoding="ascii").split()[0])
+    except (OSError, UnicodeDecodeError, IndexError, ValueError):
+        owner = None
+    return owner != pid and _launcher_alive(area, None)
 
 
 def _launcher_alive(area: Path, now: float | None) -> bool:

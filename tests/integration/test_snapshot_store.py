@@ -250,6 +250,28 @@ def test_the_sweep_removes_only_this_users_areas_whose_launcher_is_gone(tmp_path
     assert not ended.exists() and not reused_pid.exists()
 
 
+def test_a_second_live_launcher_of_the_same_key_gets_its_own_area(tmp_path: Path) -> None:
+    """Two standalone jobs of one user (key ``standalone``) or two steps of one job on a
+    host: a clean-clone run saw one launcher restore the other's snapshot and then fail
+    when the other removed the shared area at its end."""
+    uid = os.getuid()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        first = area.create(tmp_path, uid, "standalone.n0", other.pid, procident.start_ticks(other.pid))
+        me = os.getpid()
+        second = area.create(tmp_path, uid, "standalone.n0", me, procident.start_ticks(me))
+        assert second != first and second.name == f"{area.PREFIX}.{uid}.standalone.n0.2"
+        assert (first / area.OWNER_FILE).read_text().split()[0] == str(other.pid)
+        assert area.create(tmp_path, uid, "standalone.n0", me, procident.start_ticks(me)) == first.parent / (
+            f"{area.PREFIX}.{uid}.standalone.n0.2"
+        )
+    finally:
+        other.kill()
+        other.wait()
+    # the first launcher gone: its area is adopted again (the next sweep would remove it)
+    assert area.create(tmp_path, uid, "standalone.n0", me, procident.start_ticks(me)) == first
+
+
 def test_the_launchers_side_reads_headers_without_torch(snap_area: Path, trainers: list[Trainer]) -> None:
     t = start(trainers, snap_area, rank=3, world=4, cycle=1)
     assert t.ask("snap 7") == "snap 7 True"
