@@ -1,13 +1,14 @@
-"""Fixtures and scheduling shared by every test directory."""
+"""Fixtures and test scheduling shared by every test directory."""
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.hungfs import hungfs, stoppable_fs  # noqa: F401  (fixtures: mounts that stop answering)
 
-SLURM_GROUP = "slurm"
+SLURM_TESTS = "tests/slurm/"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -20,32 +21,29 @@ def _own_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield path
 
 
-def xdist_group_of(item: pytest.Item) -> str | None:
-    """The work unit a test must share with others under ``pytest -n N --dist loadgroup``
-    (scripts/test): every Slurm test in one, because the local cluster is one per machine
-    and its tests assume the nodes are theirs alone (so they run one after another, in one
-    worker, which starts the cluster once); and the tests of a module with a module-scoped
-    fixture in one per module, which builds that fixture once instead of once per worker
-    (and again each time a worker comes back to the module). None: free to go anywhere."""
-    if item.get_closest_marker("slurm") is not None or "slurm_cluster" in getattr(item, "fixturenames", ()):
-        return SLURM_GROUP
-    fixtureinfo = getattr(item, "_fixtureinfo", None)
-    if fixtureinfo is None:
-        return None
-    for defs in fixtureinfo.name2fixturedefs.values():
-        if any(d.scope == "module" for d in defs):
-            return item.nodeid.split("::", 1)[0]
-    return None
+def work_unit(nodeid: str) -> str:
+    """What one pytest-xdist worker runs whole (scripts/test runs 4): all the Slurm tests,
+    one after another, because the local cluster is one per machine and each test assumes
+    its nodes are its own (and the worker starts the cluster once); else a test's module,
+    so a module-scoped fixture is built once and a module's tests never race each other."""
+    return "slurm" if nodeid.startswith(SLURM_TESTS) else nodeid.split("::", 1)[0]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests before pytest-xdist reads the groups (it does so in the same hook),
-    and put the Slurm tests first: one after another they are the longest work unit of
-    the run, and pytest-xdist (``--no-loadscope-reorder``) hands out the units in this
-    order, so the other workers share out everything else while they run."""
-    for item in items:
-        group = xdist_group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: xdist_group_of(item) != SLURM_GROUP)
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's file-by-file scheduling with the Slurm tests as one unit (its own
+    ``loadgroup`` marks do not group under pytest 9, which ignores the node ids it sets)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Slurm tests first: together they are the longest unit of the run, and
+    pytest-xdist (``--no-loadscope-reorder``) hands the units out in this order, so the
+    other workers share out everything else while they run."""
+    items.sort(key=lambda item: work_unit(item.nodeid) != "slurm")
