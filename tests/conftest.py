@@ -1,5 +1,6 @@
 """Fixtures and test scheduling shared by every test directory."""
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,19 @@ def _own_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(path))
         yield path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_terminal_size_from_xdist() -> Iterator[None]:
+    """A pytest-xdist worker sets ``COLUMNS=80`` and ``LINES=24`` in its own environment,
+    which every program a test starts inherits: the CLIs' tables then wrap at 80 columns
+    as they never do with their output in a pipe (test_progress_cli's status table). The
+    tests see the environment of a run in one process."""
+    with pytest.MonkeyPatch.context() as patch:
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            patch.delenv("COLUMNS", raising=False)
+            patch.delenv("LINES", raising=False)
+        yield
 
 
 def work_unit(nodeid: str) -> str:
