@@ -29,6 +29,20 @@ every 120 s on average, 20 minutes. ``--snapshot-every N`` runs slurm-ft with sn
 newest at a requeue and at the end into ``<run>/snapshots``): the steps kept are then the
 newest checkpoint's or the newest persisted snapshot's, whichever is further (torchrun runs
 with its own checkpoints only).
+
+``--schedule lose-node`` is issue #44's: the realistic schedule (checkpoints every 120 s, the
+default mix every 120 s on average, 20 minutes) plus a
+``lose-node`` about every 5 minutes (``--lose-every 300``, each seeded within +-10 %, at a
+seeded node; the mix's faults within 30 s of one are dropped, so each lost node's cost is
+its own), 2 nodes train, snapshots every step, slurm-ft only (the figure to compare is the
+same schedule with ``--snapshot-every 0``). Every lost node needs a spare (the template
+resubmits without lost nodes once none is left, which a 4-node cluster cannot hold): 20
+minutes lose 3 nodes, so the run needs ``--nodes 5`` on a 5-node local Slurm
+(``scripts/slurm-local-up --nodes 5``); the benchmark refuses a plan its spares cannot
+last through. ``--sharded`` gives every
+rank a state of its own (the trainer's hand-sharded momentum) and the launchers
+``--snapshot-replicas 1``. The lost work of every lost node is printed (the goal is at
+most 2 steps).
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -48,6 +63,7 @@ from pathlib import Path
 from benchmarks import goodput_timeline as tl
 from slurm_ft import records
 from slurm_ft.drill import schedule
+from slurm_ft.drill.faults import Fault
 from slurm_ft.drill.run import DrillJob, describe, inject
 from slurm_ft.drill.schedule import Planned
 from slurm_ft.drill.slurmjob import ended, lookup
@@ -264,9 +280,9 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
     job_env = dict(
         env,
         TRAIN_SCRIPT=str(TRAINER),
-        TRAIN_ARGS=_trainer_args(work, a, a.snapshot_every),
+        TRAIN_ARGS=_trainer_args(work, a, a.snapshot_every) + (" --sharded" if a.sharded else ""),
         NPROC_PER_NODE="1",
-        SPARE_NODES=str(NODES - ACTIVE_NODES),
+        SPARE_NODES=str(a.nodes - a.active_nodes),
         MAX_RESTARTS="1000",
         MAX_NO_PROGRESS_CYCLES="10",
         MAX_REQUEUES="1000",
@@ -276,9 +292,10 @@ def run_slurm_ft(out: Path, a: argparse.Namespace, env: dict[str, str]) -> RunRe
         TERM_TIMEOUT="10",
         GLOO_SOCKET_IFNAME="lo",
         LAUNCH_EXTRA_ARGS=f"--rank-heartbeat-timeout {a.hang_timeout} --join-timeout 120"
-        + (f" --snapshot-persist-dir {work / 'snapshots'}" if a.snapshot_every else ""),
+        + (f" --snapshot-persist-dir {work / 'snapshots'}" if a.snapshot_every else "")
+        + (" --snapshot-replicas 1" if a.sharded and a.snapshot_every else ""),
     )
-    job_id = _sbatch(work / TEMPLATE.name, [f"--nodes={NODES}", "--no-kill"], job_env)
+    job_id = _sbatch(work / TEMPLATE.name, [f"--nodes={a.nodes}", "--no-kill"], job_env)
     print(f"slurm-ft: job {job_id}", flush=True)
     try:
         return _slurm_ft_run(out, a, env, work, job_id)
@@ -295,6 +312,9 @@ def _slurm_ft_run(
     start = _job_start(job_id)
     drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id, "--every", str(a.every), "--mix", a.mix]
     drill_cmd += ["--seed", str(a.seed), "--duration", str(a.duration)]
+    if a.schedule == "lose-node":  # a plan of two mixes: given to the drill as a file
+        (work / "drill-schedule.txt").write_text("".join(f"{p.describe()}\n" for p in a.drill_plan))
+        drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id, "--schedule", "drill-schedule.txt"]
     with open(work / "drill.out", "w") as drill_out:
         drill = subprocess.Popen(drill_cmd, cwd=work, env=env, stdout=drill_out, stderr=subprocess.STDOUT)
     deadline = first + a.duration
@@ -448,9 +468,11 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
     print(
         f"\ngoodput benchmark: {a.duration:g} s per run, a fault every {a.every:g} s on average, "
-        f"mix {a.mix}, seed {a.seed}; {ACTIVE_NODES} nodes train, {NODES - ACTIVE_NODES} stands by; "
+        f"mix {a.mix}, seed {a.seed}; {a.active_nodes} nodes train, {a.nodes - a.active_nodes} stand by; "
         f"checkpoint every {a.ckpt_every} steps ({a.ckpt_every * a.step_time:g} s)"
         + (f"; slurm-ft snapshots every {a.snapshot_every} step(s)" if a.snapshot_every else "")
+        + ("; sharded trainer, --snapshot-replicas 1" if a.sharded else "")
+        + (f"; a lose-node every ~{a.lose_every:g} s" if a.schedule == "lose-node" else "")
     )
     print(
         f"{'':10} {'goodput':>8} {'steps kept':>10} {'step time':>9} {'wall':>8} "
@@ -488,9 +510,44 @@ def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
                     f"  {float(d['time']) - r.first_worker:6.0f} {d['fault']!s:16} {parts} "
                     f"= {_fmt(d.get('cost_s'))}"
                 )
+        lost = [f.lost_steps for f in r.faults if f.fault == "lose-node" and f.injected]
+        if lost:
+            print(f"  lost work per lost node (steps done again; goal <= 2): {lost}")
 
 
 REALISTIC = {"ckpt_every_s": 120.0, "every": 120.0, "duration": 1200.0}
+LOSE_NODE_JITTER, LOSE_NODE_CLEAR_S = 0.1, 30.0
+
+
+def apply_lose_node(a: argparse.Namespace, argv: list[str]) -> None:
+    """#44's schedule, where the command line does not say otherwise: #43's, 2 nodes train
+    (the rest stand by: one spare per lost node), snapshots every step, slurm-ft only."""
+    apply_realistic(a, argv)
+    given = {word.split("=", 1)[0] for word in argv}
+    if "--active-nodes" not in given:
+        a.active_nodes = 2
+    if "--snapshot-every" not in given:
+        a.snapshot_every = 1
+    if a.only == "torchrun":
+        raise SystemExit("goodput: --schedule lose-node runs slurm-ft only (compare --snapshot-every 0)")
+    a.only = "slurm-ft"
+
+
+def lose_node_plan(a: argparse.Namespace) -> list[Planned]:
+    """The default mix's seeded plan and a lose-node about every ``--lose-every`` seconds
+    (each within +-10 %) at a seeded node, without the mix's faults that fall within 30 s
+    of a lost node (each lost node's cost is its own)."""
+    nodes = a.active_nodes
+    mix = schedule.seeded(a.every, schedule.parse_mix(a.mix), a.seed, a.duration, nodes, nodes)
+    rng = random.Random(f"lose-node {a.seed}")
+    lost = []
+    at = a.lose_every
+    while at < a.duration:
+        when = round(at * (1 + rng.uniform(-LOSE_NODE_JITTER, LOSE_NODE_JITTER)), 3)
+        lost.append(Planned(when, Fault.LOSE_NODE, None, rng.randrange(nodes)))
+        at += a.lose_every
+    clear = [p for p in mix if all(abs(p.at - q.at) > LOSE_NODE_CLEAR_S for q in lost)]
+    return sorted([*clear, *lost], key=lambda p: p.at)
 
 
 def apply_realistic(a: argparse.Namespace, argv: list[str]) -> None:
@@ -531,10 +588,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--schedule",
-        choices=("default", "realistic"),
+        choices=("default", "realistic", "lose-node"),
         default="default",
         help="realistic (#43): checkpoints every 120 s, a fault every 120 s, 20 minutes "
-        "(sets --ckpt-every, --every and --duration unless given)",
+        "(sets --ckpt-every, --every and --duration unless given); lose-node (#44): realistic "
+        "plus a lose-node every --lose-every s, 2 nodes train and a spare per lost node stands "
+        "by (--nodes), snapshots every step, slurm-ft only",
+    )
+    p.add_argument("--nodes", type=int, default=NODES, help=f"slurm-ft's job size (default {NODES})")
+    p.add_argument(
+        "--active-nodes",
+        type=int,
+        default=ACTIVE_NODES,
+        help=f"slurm-ft's training nodes (default {ACTIVE_NODES}; the rest stand by)",
+    )
+    p.add_argument(
+        "--lose-every",
+        type=schedule.parse_seconds,
+        default=300.0,
+        help="--schedule lose-node: seconds between lost nodes (default 300)",
+    )
+    p.add_argument(
+        "--sharded",
+        action="store_true",
+        help="slurm-ft's trainer keeps a state per rank, the launchers --snapshot-replicas 1",
     )
     p.add_argument(
         "--snapshot-every", type=int, default=0, help="slurm-ft with snapshots every N steps (0: none)"
@@ -542,17 +619,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", action="store_true", help="print the faults and exit")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
+    if not 1 <= a.active_nodes <= a.nodes:
+        p.error(f"--active-nodes must be 1..{a.nodes} (--nodes)")
     if a.schedule == "realistic":
         apply_realistic(a, argv if argv is not None else sys.argv[1:])
+    if a.schedule == "lose-node":
+        apply_lose_node(a, argv if argv is not None else sys.argv[1:])
     if a.target is None:
         a.target = int(0.75 * a.duration / a.step_time)
     plan = schedule.seeded(a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES)
+    if a.schedule == "lose-node":
+        plan = a.drill_plan = lose_node_plan(a)
+        lost = sum(1 for p in plan if p.fault is Fault.LOSE_NODE)
+        if a.nodes < a.active_nodes + lost:
+            print(
+                f"goodput: the plan loses {lost} node(s) and the job has {a.nodes - a.active_nodes} "
+                f"spare(s): give --nodes {a.active_nodes + lost} (scripts/slurm-local-up --nodes "
+                f"{a.active_nodes + lost}) or a longer --lose-every",
+                file=sys.stderr,
+            )
+            return 2
     for item in plan:
         print(item.describe())
     if a.plan:
         return 0
     if shutil.which("sbatch") is None or _sh(["sinfo", "-h"]).returncode != 0:
         print("goodput: needs the local Slurm (scripts/slurm-local-up)", file=sys.stderr)
+        return 2
+    have = len(set(_sh(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()))
+    if have < a.nodes:
+        print(f"goodput: the job needs {a.nodes} nodes, the local Slurm has {have}", file=sys.stderr)
         return 2
     out = a.out or REPO / "benchmarks" / "results" / time.strftime("goodput-%Y%m%dT%H%M%S")
     out.mkdir(parents=True, exist_ok=True)

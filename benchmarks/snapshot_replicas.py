@@ -1,20 +1,31 @@
-"""What ``--snapshot-replicas 1`` costs the trainer's step rate (issue #44: at most 2 %).
+"""What snapshots and ``--snapshot-replicas 1`` cost the trainer and the launcher (#43, #44).
 
-A trainer stand-in (its own process, one torch thread) runs steps of fixed work, each
-followed by a sharded snapshot of ``--mib`` MiB; this process is the node's launcher and,
-in alternate phases of ``--phase-s`` seconds, runs the replica pusher of
-:mod:`slurm_ft.launch.snapshots.lostnode` (every new snapshot to the next node), and the
-next node's receiving service. The step rate of the phases with replicas is compared with
-the phases without, interleaved. On one machine the receiver's work (copy, CRC) competes
-with the trainer too, which on real nodes runs elsewhere: an upper bound.
+A trainer stand-in (its own process, one torch thread) runs steps of fixed work (200
+tanh(A @ A) of 256x256 fp32), each followed by a sharded snapshot of ``--mib`` MiB. This
+process plays the node's launcher's replica part (:class:`ReplicaPusher`: every new
+snapshot to the next node), and a third process the next node's launcher's receiving
+service (:class:`PeerServer`). Three kinds of phase of ``--phase-s`` seconds, interleaved
+and rotated each round so that neither order nor drift favours one:
 
-    python -m benchmarks.snapshot_replicas [--mib 64] [--phase-s 8] [--phases 6] [--json PATH]
+- ``none``: the trainer does not snapshot (the reference);
+- ``snapshots``: a snapshot every step, no replicas;
+- ``replicas``: a snapshot every step, each new one pushed to the next node.
+
+Per phase: the trainer's steps per second, its CPU time per step (its own thread: what the
+copies cost it through memory and caches, as opposed to waiting for a core), its snapshot
+call's time; the CPU (percent of one core, all threads) and RSS of the pushing launcher
+and of the receiving one; how far the replica lags (sampled every 0.1 s, in steps); the
+replicas kept and those dropped as superseded. On one machine the receiver competes with
+the trainer too, which on real nodes runs elsewhere.
+
+    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 6] [--rounds 4] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import statistics
 import subprocess
@@ -22,13 +33,19 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import proc
 from slurm_ft import privatefiles
+from slurm_ft.snapshot import layout, reader
 
 SHM = Path("/dev/shm")
+KINDS = ("none", "snapshots", "replicas")
+SECRET_ENV = "SLURM_FT_BENCH_SECRET"
+KEY = layout.rank_key(0)
 
 
-def train(where: Path, mib: int, stamps: Path) -> int:
-    """The trainer: steps until killed, a stamp per step (its end time)."""
+def train(where: Path, ctl: Path, mib: int) -> int:
+    """The trainer: steps until killed; a line per step (end time, its thread's CPU time
+    for the step, the snapshot call's time or -1 when it did not snapshot)."""
     import torch
 
     from slurm_ft.snapshot import session
@@ -40,90 +57,255 @@ def train(where: Path, mib: int, stamps: Path) -> int:
         rank=0, world_size=2, local_rank=0, local_world_size=1, node_rank=0, cycle=1
     )
     trainer = session.Session(session.Settings(where, None, placement, None))
+    flag = ctl / "snapshot"
     step = 0
-    with open(stamps, "a", encoding="ascii") as out:
+    with open(ctl / "stamps", "a", encoding="ascii") as out:
         while True:
             step += 1
+            cpu0 = time.thread_time()
             for _ in range(200):  # the step's work
                 a = torch.tanh(a @ a * 0.01)
             state["shard"].add_(1.0)
-            trainer.snapshot(step, state, replicated=False)
-            out.write(f"{time.monotonic()}\n")
+            took = -1.0
+            if flag.exists():
+                t0 = time.perf_counter()
+                trainer.snapshot(step, state, replicated=False)
+                took = time.perf_counter() - t0
+            out.write(f"{time.monotonic()} {time.thread_time() - cpu0} {took}\n")
             out.flush()
+
+
+def serve(where: Path) -> int:
+    """The next node's launcher: receives replicas into ``where`` until stdin closes."""
+    from slurm_ft.launch.snapshots.peer import PeerServer
+
+    server = PeerServer(
+        where, os.environ[SECRET_ENV].encode(), host="127.0.0.1", max_size=1 << 40, event=lambda _: None
+    )
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.close()
+    return 0
+
+
+def rss_mib(pid: int) -> float:
+    """The process's own resident memory (anonymous and file pages), MiB: not the shared
+    memory it maps (a slot being received is /dev/shm's, counted there once)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile", "RssShmem"):
+            fields[name] = int(value.split()[0]) / 1024
+    return fields.get("RssAnon", 0.0) + fields.get("RssFile", 0.0)
+
+
+def shm_mapped_mib(pid: int) -> float:
+    """Shared memory the process maps (a slot being sent or received), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _step(area: Path) -> int | None:
+    info = reader.newest(area, KEY)
+    return info.step if info is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--phase-s", type=float, default=8.0)
-    parser.add_argument("--phases", type=int, default=6)
+    parser.add_argument("--mib", type=int, default=16)
+    parser.add_argument("--phase-s", type=float, default=6.0)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--train", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--train", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.train:
-        return train(Path(args.train[0]), args.mib, Path(args.train[1]))
-    from slurm_ft.launch.snapshots import peer
-    from slurm_ft.launch.snapshots.lostnode import Holdings, LostNodes
+        return train(args.train[0], args.train[1], args.mib)
+    if args.serve:
+        return serve(args.serve)
+    from slurm_ft.launch.snapshots.peer import Address
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
 
     mine = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-a-")
     theirs = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-b-")
-    stamps = mine / "stamps"
-    secret = secrets.token_bytes(32)
-    quiet = lambda _line: None  # noqa: E731
-    trainer = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.snapshot_replicas",
-            "--mib",
-            str(args.mib),
-            "--train",
-            str(mine),
-            str(stamps),
-        ]
+    ctl = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-ctl-")
+    secret = secrets.token_hex(32)
+    me = [sys.executable, "-m", "benchmarks.snapshot_replicas", "--mib", str(args.mib)]
+    trainer = subprocess.Popen([*me, "--train", str(mine), str(ctl)])
+    receiver = subprocess.Popen(
+        [*me, "--serve", str(theirs)],
+        env={**os.environ, SECRET_ENV: secret},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
-    receiver = peer.PeerServer(theirs, secret, host="127.0.0.1", max_size=1 << 40, event=quiet)
-    phases: list[tuple[bool, float, float]] = []
+    assert receiver.stdout is not None
+    address = Address("127.0.0.1", int(receiver.stdout.readline()))
+    pusher = ReplicaPusher(mine, secret.encode(), event=lambda _: None)
+    phases: list[dict[str, object]] = []
     try:
+        (ctl / "snapshot").touch()
         time.sleep(args.phase_s)  # the trainer's start-up and first slots, outside every phase
-        for k in range(args.phases):
-            on = k % 2 == 1
-            pusher = None
-            if on:
-                pusher = LostNodes(mine, secret, 0, "127.0.0.1", limit=None, replicas=1, event=quiet)
-                published = {1: Holdings(peer.Address("127.0.0.1", receiver.port), {}).encode()}
-                with pusher._target_lock:  # the ring's next node, as prepare() sets it
-                    pusher._target = Holdings.decode(published[1] or "").address  # type: ignore[union-attr]
-            t0 = time.monotonic()
-            time.sleep(args.phase_s)
-            phases.append((on, t0, time.monotonic()))
-            if pusher is not None:
-                pusher.close()
+        for k in range(args.rounds):
+            for kind in KINDS[k % 3 :] + KINDS[: k % 3]:
+                phases.append(_phase(kind, args.phase_s, ctl, mine, theirs, pusher, address, receiver.pid))
     finally:
+        pusher.close()
         trainer.kill()
         trainer.wait()
-        receiver.close()
-        ends = [float(x) for x in stamps.read_text().split()]
-        privatefiles.remove_tree(mine)
-        privatefiles.remove_tree(theirs)
-    rates = {True: [], False: []}  # type: dict[bool, list[float]]
-    for on, t0, t1 in phases:
-        inside = [t for t in ends if t0 <= t < t1]
-        if len(inside) >= 2:
-            rates[on].append((len(inside) - 1) / (inside[-1] - inside[0]))
-    off, on_ = statistics.median(rates[False]), statistics.median(rates[True])
+        receiver.communicate(b"", timeout=60)
+        stamps = [tuple(float(x) for x in line.split()) for line in (ctl / "stamps").read_text().splitlines()]
+        for made in (mine, theirs, ctl):
+            privatefiles.remove_tree(made)
+    for phase in phases:
+        _steps_of(phase, stamps)
+    return _report(args, phases)
+
+
+def _phase(
+    kind: str,
+    seconds: float,
+    ctl: Path,
+    mine: Path,
+    theirs: Path,
+    pusher: object,
+    address: object,
+    receiver_pid: int,
+) -> dict[str, object]:
+    from slurm_ft.launch.snapshots.peer import Address
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+
+    assert isinstance(pusher, ReplicaPusher) and isinstance(address, Address)
+    flag = ctl / "snapshot"
+    if kind == "none":
+        flag.unlink(missing_ok=True)
+    else:
+        flag.touch()
+    pusher.aim(address if kind == "replicas" else None)
+    counts0 = (pusher.counts.kept, pusher.counts.superseded, pusher.counts.failed, pusher.counts.behind)
+    cpu0, rcpu0 = proc.self_cpu_s(os.getpid()), proc.self_cpu_s(receiver_pid)  # ended threads too
+    t0 = time.monotonic()
+    lags: list[int] = []
+    while time.monotonic() - t0 < seconds:
+        time.sleep(0.1)  # sampling the replica's lag, not waiting for anything
+        if kind == "replicas":
+            newest, replica = _step(mine), _step(theirs)
+            if newest is not None and replica is not None:
+                lags.append(newest - replica)
+    t1 = time.monotonic()
+    wall = t1 - t0
+    cpu, rcpu = proc.self_cpu_s(os.getpid()) - cpu0, proc.self_cpu_s(receiver_pid) - rcpu0
+    return {
+        "kind": kind,
+        "t0": t0,
+        "t1": t1,
+        "launcher_cpu_s": cpu,
+        "receiver_cpu_s": rcpu,
+        "launcher_cpu_pct": 100 * cpu / wall,
+        "receiver_cpu_pct": 100 * rcpu / wall,
+        "launcher_rss_mib": rss_mib(os.getpid()),
+        "receiver_rss_mib": rss_mib(receiver_pid),
+        "kept": pusher.counts.kept - counts0[0],
+        "superseded": pusher.counts.superseded - counts0[1],
+        "failed": pusher.counts.failed - counts0[2],
+        "behind": pusher.counts.behind - counts0[3],
+        "lag_steps_median": statistics.median(lags) if lags else None,
+        "lag_steps_max": max(lags) if lags else None,
+    }
+
+
+def _steps_of(phase: dict[str, object], stamps: list[tuple[float, ...]]) -> None:
+    t0, t1 = float(phase["t0"]), float(phase["t1"])  # type: ignore[arg-type]
+    inside = [s for s in stamps if t0 <= s[0] < t1]
+    phase["steps"] = len(inside)
+    phase["steps_per_s"] = (len(inside) - 1) / (inside[-1][0] - inside[0][0]) if len(inside) >= 2 else None
+    phase["cpu_ms_per_step"] = 1000 * statistics.median(s[1] for s in inside) if inside else None
+    snaps = [s[2] for s in inside if s[2] >= 0]
+    phase["snapshot_ms"] = 1000 * statistics.median(snaps) if snaps else None
+
+
+def _num(phase: dict[str, object], field: str) -> float:
+    value = phase[field]
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+def _median(phases: list[dict[str, object]], kind: str, field: str) -> float:
+    values = [float(p[field]) for p in phases if p["kind"] == kind and p[field] is not None]  # type: ignore[arg-type]
+    return statistics.median(values) if values else float("nan")
+
+
+def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
+    fields = (
+        "steps_per_s",
+        "cpu_ms_per_step",
+        "snapshot_ms",
+        "launcher_cpu_pct",
+        "receiver_cpu_pct",
+        "launcher_rss_mib",
+        "receiver_rss_mib",
+        "lag_steps_median",
+        "lag_steps_max",
+        "kept",
+        "superseded",
+        "behind",
+    )
+    summary = {kind: {f: _median(phases, kind, f) for f in fields} for kind in KINDS}
+    snap, rep = summary["snapshots"], summary["replicas"]
+    pairs = [  # each replicas phase against the snapshots phase of its round
+        float(r["steps_per_s"]) / float(s["steps_per_s"])  # type: ignore[arg-type]
+        for k in range(args.rounds)
+        for r in phases[3 * k : 3 * k + 3]
+        for s in phases[3 * k : 3 * k + 3]
+        if r["kind"] == "replicas" and s["kind"] == "snapshots" and r["steps_per_s"] and s["steps_per_s"]
+    ]
+    rep_phases = [p for p in phases if p["kind"] == "replicas"]
+    kept_gib = sum(_num(p, "kept") for p in rep_phases) * args.mib / 1024
+    per_gib = {
+        side: sum(_num(p, f"{side}_cpu_s") for p in rep_phases) / kept_gib if kept_gib else None
+        for side in ("launcher", "receiver")
+    }
     result = {
+        "pusher_cpu_s_per_gib_kept": per_gib["launcher"],
+        "receiver_cpu_s_per_gib_kept": per_gib["receiver"],
         "mib": args.mib,
         "phase_s": args.phase_s,
-        "steps_per_s_without": rates[False],
-        "steps_per_s_with": rates[True],
-        "slowdown": 1 - on_ / off,
-        "replicated_mib_per_s": on_ * args.mib,
+        "rounds": args.rounds,
+        "load_avg_1min": os.getloadavg()[0],
+        "summary": summary,
+        "replicas_over_snapshots_per_round": pairs,
+        "slowdown_median_of_rounds": 1 - statistics.median(pairs) if pairs else None,
+        "phases": phases,
     }
     print(
-        f"replicas of {args.mib} MiB per step: {off:.2f} steps/s without, {on_:.2f} with "
-        f"({result['slowdown'] * 100:+.1f} % slower; {result['replicated_mib_per_s']:.0f} MiB/s replicated)"
+        f"{args.mib} MiB sharded snapshot per step, {args.rounds} rounds of {args.phase_s:.0f} s phases "
+        f"(median; load average {result['load_avg_1min']:.1f})"
     )
+    print(
+        f"{'phase':>10}{'steps/s':>9}{'cpu ms/st':>10}{'snap ms':>9}{'pusher %':>9}{'recv %':>8}"
+        f"{'push RSS':>9}{'recv RSS':>9}{'lag':>5}{'kept':>6}{'gone':>6}{'behind':>7}"
+    )
+    for kind in KINDS:
+        s = summary[kind]
+        print(
+            f"{kind:>10}{s['steps_per_s']:>9.2f}{s['cpu_ms_per_step']:>10.1f}{s['snapshot_ms']:>9.1f}"
+            f"{s['launcher_cpu_pct']:>9.1f}{s['receiver_cpu_pct']:>8.1f}{s['launcher_rss_mib']:>9.0f}"
+            f"{s['receiver_rss_mib']:>9.0f}{s['lag_steps_median']:>5.0f}{s['kept']:>6.0f}{s['superseded']:>6.0f}"
+            f"{s['behind']:>7.0f}"
+        )
+    print(
+        f"replicas vs snapshots, per round: {', '.join(f'{(1 - p) * 100:+.1f} %' for p in pairs)} slower; "
+        f"median {(1 - statistics.median(pairs)) * 100:+.1f} %; steps/s {snap['steps_per_s']:.2f} -> "
+        f"{rep['steps_per_s']:.2f}"
+        if pairs
+        else "no pair of phases to compare"
+    )
+    if kept_gib:
+        print(
+            f"CPU per GiB of replicas kept: pusher {result['pusher_cpu_s_per_gib_kept']:.2f} s, "
+            f"receiver {result['receiver_cpu_s_per_gib_kept']:.2f} s (superseded copies' work included)"
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -7,8 +7,15 @@ with the job-secret handshake into another area, verified (CRC-32) and sealed: t
 spare waits before its workers start. Beside it, in the same round, the physical floor on
 one machine: a copy of the same slot file within /dev/shm. Loopback is not a network:
 on real nodes the link's bandwidth bounds the transfer (e.g. 100 Gb/s: about 0.09 s/GiB).
+Beside each, the longest the protocol lets that transfer take before the spare gives up
+on the holder (:func:`slurm_ft.launch.snapshots.peer.bound` of the launcher's 30 s
+timeout).
 
-    python -m benchmarks.snapshot_transfer [--gib 1 2] [--rounds 3] [--json PATH]
+A size's run holds two copies of it in /dev/shm at once (the holder's slot and the
+fetched one) and the state itself while it is made: a size that does not fit the
+memory available now is refused in one line, before anything is made.
+
+    python -m benchmarks.snapshot_transfer [--gib 1 2 4] [--rounds 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ def write_snapshot(where: Path, gib: float) -> reader.SnapshotInfo:
 
     n = 64 << 20 >> 2
     count = max(1, round(gib * 1024 / 64))
-    state: dict[str, object] = {f"layer{i}": torch.randn(n) for i in range(count)}
+    state: dict[str, object] = {f"layer{i}": torch.empty(n).fill_(i + 0.5) for i in range(count)}
     placement = session.Placement(
         rank=0, world_size=2, local_rank=0, local_world_size=1, node_rank=0, cycle=1
     )
@@ -58,8 +65,15 @@ def serve(where: Path) -> int:
     return 0
 
 
+def available_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def measure(gib: float, rounds: int) -> dict[str, object]:
-    from slurm_ft.launch.snapshots import peer
+    from slurm_ft.launch.snapshots import lostnode, peer
 
     source = privatefiles.create_dir(SHM, "slurm-ft-bench-src-")
     target = privatefiles.create_dir(SHM, "slurm-ft-bench-dst-")
@@ -95,6 +109,7 @@ def measure(gib: float, rounds: int) -> dict[str, object]:
     size = info.header.file_size
     return {
         "bytes": size,
+        "bound_s": peer.bound(lostnode.FETCH_TIMEOUT_S).seconds(size),
         "rounds": rounds,
         "fetch_s": fetch,
         "plain_copy_s": plain,
@@ -114,14 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve is not None:
         return serve(args.serve)
+    need = max(args.gib) * (3 << 30) + (2 << 30)
+    if available_bytes() < need:
+        print(
+            f"snapshot_transfer: {max(args.gib):g} GiB needs about {need / (1 << 30):.0f} GiB of memory "
+            f"available, {available_bytes() / (1 << 30):.1f} GiB is now",
+            file=sys.stderr,
+        )
+        return 2
     results = [measure(g, args.rounds) for g in args.gib]
     print(f"snapshot transfer over loopback TCP, {args.rounds} rounds (median)")
-    print(f"{'state':>10}{'fetch s':>10}{'GiB/s':>8}{'shm copy s':>12}{'ratio':>8}")
+    print(f"{'state':>10}{'fetch s':>10}{'GiB/s':>8}{'shm copy s':>12}{'ratio':>8}{'bound s':>9}")
     for r in results:
         size = int(r["bytes"])  # type: ignore[call-overload]
         print(
             f"{area.human(size):>10}{r['fetch_median_s']:>10.3f}{r['fetch_gib_per_s']:>8.2f}"
-            f"{r['plain_median_s']:>12.3f}{r['fetch_over_plain']:>7.1f}x"
+            f"{r['plain_median_s']:>12.3f}{r['fetch_over_plain']:>7.1f}x{r['bound_s']:>9.0f}"
         )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,14 @@ With ``--snapshot-every N`` every rank hands its state to ``worker.snapshot`` ev
 than the newest checkpoint. The ranks agree on one step, the newest any of them holds (a
 node may hold one step more than another, a spare that replaced a lost node none), and
 the state is broadcast from a rank that holds it: it is replicated, so one copy is all.
+
+With ``--sharded`` each rank also keeps a state of its own, as ZeRO's optimizer shards do:
+the momentum of its slice of the flattened gradient (hand-sharded: rank R owns the R-th of
+W equal slices). Its snapshots are per rank (``replicated=False``, for a launcher with
+``--snapshot-replicas 1``) and its checkpoint holds every rank's shard
+(``step_<N>/shard_<R>.pt`` beside ``state.pt``, written before rank 0 renames the
+directory). A resume from snapshots needs every rank's snapshot of one step (the launcher
+plans that step); ranks that disagree resume from the checkpoint, and say so.
 """
 
 from __future__ import annotations
@@ -46,11 +54,36 @@ def newest(ckpt: str) -> int:
     return max((int(m.group(1)) for n in names if (m := _STEP.fullmatch(n))), default=0)
 
 
-def save(ckpt: str, step: int, state: dict[str, object]) -> None:
+def save(ckpt: str, step: int, state: dict[str, object] | None, shard: torch.Tensor | None = None) -> None:
+    """Every rank's shard first (each rank calls this; a barrier between), then rank 0's
+    state and the rename (``state`` None on the other ranks)."""
     tmp = os.path.join(ckpt, f".tmp-step_{step}")
     os.makedirs(tmp, exist_ok=True)
-    torch.save(state, os.path.join(tmp, "state.pt"))
-    os.replace(tmp, os.path.join(ckpt, f"step_{step}"))
+    if shard is not None:
+        torch.save(shard, os.path.join(tmp, f"shard_{dist.get_rank()}.pt"))
+        dist.barrier()
+    if state is not None:
+        torch.save(state, os.path.join(tmp, "state.pt"))
+        os.replace(tmp, os.path.join(ckpt, f"step_{step}"))
+
+
+def whole(module: torch.nn.Module, opt: torch.optim.Optimizer, step: int) -> dict[str, object]:
+    return {"model": module.state_dict(), "opt": opt.state_dict(), "step": step}
+
+
+class Shard:
+    """This rank's own state: the momentum of its slice of the flattened gradient."""
+
+    def __init__(self, model: torch.nn.Module, rank: int, world: int) -> None:
+        numel = sum(p.numel() for p in model.parameters())
+        size = -(-numel // world)
+        self.begin, self.end = rank * size, min(numel, (rank + 1) * size)
+        self.momentum = torch.zeros(self.end - self.begin)
+        self.model = model
+
+    def update(self) -> None:
+        grads = torch.cat([p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None])
+        self.momentum.mul_(0.9).add_(grads[self.begin : self.end])
 
 
 def note_pids(directory: str, rank: int, local_rank: int) -> None:
@@ -104,6 +137,25 @@ def resume_from_snapshot(
     return agreed, source
 
 
+def resume_sharded(
+    module: torch.nn.Module, opt: torch.optim.Optimizer, shard: Shard, step: int, source: str
+) -> tuple[int, str]:
+    """Every rank's own snapshot when all of them hold one of the same step, newer than
+    the checkpoint; else the checkpoint, on every rank (a mix of steps is never trained)."""
+    restored = worker.restore_snapshot()
+    mine = restored.step if restored is not None and restored.step > step else -1
+    steps: list[int] = [0] * dist.get_world_size()
+    dist.all_gather_object(steps, mine)
+    if restored is None or mine < 0 or set(steps) != {mine}:
+        if any(s >= 0 for s in steps):
+            print(f"rank {dist.get_rank()}: the ranks' snapshots are of steps {steps}: not used", flush=True)
+        return step, source
+    module.load_state_dict(restored.state["model"])  # type: ignore[arg-type]
+    opt.load_state_dict(restored.state["opt"])  # type: ignore[arg-type]
+    shard.momentum = restored.state["own"]  # type: ignore[assignment]
+    return mine, restored.source
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--ckpt", required=True)
@@ -113,6 +165,7 @@ def main() -> int:
     p.add_argument("--ckpt-every", type=int, default=25)
     p.add_argument("--pg-timeout", type=float, default=60.0)
     p.add_argument("--snapshot-every", type=int, default=0, help="steps between snapshots (0: none)")
+    p.add_argument("--sharded", action="store_true", help="each rank keeps a state of its own too")
     a = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.pg_timeout))
@@ -123,13 +176,18 @@ def main() -> int:
         torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    shard = Shard(model.module, rank, dist.get_world_size()) if a.sharded else None
     step = newest(a.ckpt)
     if step:
         state = torch.load(os.path.join(a.ckpt, f"step_{step}", "state.pt"), weights_only=True)
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
+        if shard is not None:
+            shard.momentum = torch.load(os.path.join(a.ckpt, f"step_{step}", f"shard_{rank}.pt"))
     source = "checkpoint" if step else "nothing"
-    if a.snapshot_every:
+    if a.snapshot_every and shard is not None:
+        step, source = resume_sharded(model.module, opt, shard, step, source)
+    elif a.snapshot_every:
         step, source = resume_from_snapshot(model.module, opt, step, source)
     print(f"rank {rank}: resumed from {source} at step {step}", flush=True)
     x, y = torch.randn(64, 256), torch.randn(64, 1)
@@ -141,23 +199,28 @@ def main() -> int:
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         step += 1
+        if shard is not None:
+            shard.update()
         if a.snapshot_every and step % a.snapshot_every == 0:
-            worker.snapshot(
-                step, {"model": model.module.state_dict(), "opt": opt.state_dict()}, replicated=True
-            )
+            state = {"model": model.module.state_dict(), "opt": opt.state_dict()}
+            if shard is not None:
+                worker.snapshot(step, {**state, "own": shard.momentum})
+            else:
+                worker.snapshot(step, state, replicated=True)
         worker.heartbeat()
         if log is not None:
             log.write(json.dumps({"t": time.time(), "step": step}) + "\n")
             log.flush()
-            if step % a.ckpt_every == 0:
-                save(
-                    a.ckpt, step, {"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}
-                )
+        if step % a.ckpt_every == 0 and (log is not None or shard is not None):
+            save(
+                a.ckpt,
+                step,
+                whole(model.module, opt, step) if log is not None else None,
+                shard.momentum if shard else None,
+            )
         if worker.stop_requested():  # a forwarded SIGUSR1/SIGTERM (slurm-ft): save, then leave
-            if log is not None:
-                save(
-                    a.ckpt, step, {"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}
-                )
+            if log is not None and shard is None:  # sharded: the ranks may be stopped apart
+                save(a.ckpt, step, whole(model.module, opt, step))
             print(f"rank {rank}: stop requested at step {step}", flush=True)
             return 143
         pause = next_tick - time.monotonic()

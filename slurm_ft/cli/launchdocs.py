@@ -114,13 +114,14 @@ MEANING: dict[str, str] = {
         "what `--term-timeout` leaves"
     ),
     "--snapshot-replicas": (
-        "for state that differs per rank (FSDP, ZeRO, DCP shards): 1 copies each new snapshot of "
-        "a node's shards into the memory of the next active node (a ring), in the background, over "
-        "the launchers' own authenticated connection (needs the job secret), so a single lost "
-        "node's shards survive and the spare that takes its rank resumes from them; when a "
-        "replica is behind, every rank resumes from the newest step all of them have. Replicated "
-        "(DDP) state needs no replicas: a spare takes any surviving node's copy. See the "
-        "[snapshots guide](../guides/snapshots.md#a-lost-node)"
+        "for state that differs per rank (FSDP, ZeRO, DCP shards): 1 copies the newest snapshot of "
+        "a node's shards into the memory of the next active node (a ring), in the background at "
+        "nice 19 (a snapshot superseded before or while its copy leaves is skipped; the trainer "
+        "never waits for a replica), over the launchers' own authenticated connection (needs the "
+        "job secret), so a single lost node's shards survive and the spare that takes its rank "
+        "resumes from them; when a replica is behind, every rank resumes from the newest step all "
+        "of them have. Replicated (DDP) state needs no replicas: a spare takes any surviving node's "
+        "copy. See the [snapshots guide](../guides/snapshots.md#a-lost-node)"
     ),
     "--applog-prefix": (
         "per-cycle application log `/ABS/job_cycle<N>.log`, every worker line prefixed with its "

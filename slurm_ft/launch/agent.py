@@ -168,11 +168,18 @@ class Agent:
             if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                 return Exit(policy.unhealthy_self(self.unhealthy))
             self.phases.append(Phase.RUN)
-            workers = self._start(i, cycle, decision, topo)
-            self.phases.append(Phase.WATCH)
-            self.export_metrics()
-            on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
-            end = member.watch(i, workers, judge, active, on_tick)
+            if self.lost_nodes is not None and not self._snapshot_sources(i, decision):
+                # The failure is out before any worker here starts: none trains this cycle
+                # on a step the others do not have (the others' workers never get a step
+                # done without this node's ranks), and none has to be stopped here.
+                self.books.node_processes(self.run, cycle, [])
+                end = member.stand_by(i, judge, active)
+            else:
+                workers = self._start(i, cycle, decision, topo)
+                self.phases.append(Phase.WATCH)
+                self.export_metrics()
+                on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
+                end = member.watch(i, workers, judge, active, on_tick)
         self.phases.append(Phase.STOP)
         self._stop(i, cycle, decision, workers, end)
         self.export_metrics()
@@ -278,8 +285,6 @@ class Agent:
         self.run = self.run.started(cycle)
         cfg = self.cfg if topo == self.cfg.topo else dataclasses.replace(self.cfg, topo=topo)
         first = self.run.cycles_run == 1
-        if self.lost_nodes is not None:
-            self._snapshot_sources(i, decision)
         self.workers = CycleWorkers.start(
             cfg,
             i,
@@ -317,19 +322,25 @@ class Agent:
         self.client.publish_snapshot_parts(i, {n: part.encode() for n, part in planned.items()})
         return True
 
-    def _snapshot_sources(self, i: int, decision: Decision) -> None:
+    def _snapshot_sources(self, i: int, decision: Decision) -> bool:
         """Before the workers start: this node's keys at the step every rank resumes from
-        (fetched from another node where a lost node took them), as node 0's plan says; a
-        copy no holder could give ends the cycle at once, and the next one plans without
-        that holder."""
+        (fetched from another node where a lost node took them), as node 0's plan says.
+        False when they cannot be (a copy no holder could give, or a part the decision
+        names that the store does not hold sealed): the failure is published, the cycle
+        ends before this node's workers start, and the next one plans again."""
         from slurm_ft.launch.snapshots import lostnode
 
         assert self.lost_nodes is not None and self.client is not None and self.member is not None
         raw = self.client.snapshot_part(i, self.cfg.job.node_rank) if decision.snapshot_plan else None
-        failed = self.lost_nodes.prepare(lostnode.Part.decode(raw) if raw is not None else None)
+        part = lostnode.Part.decode(raw) if raw is not None else None
+        if decision.snapshot_plan and part is None:
+            failed: str | None = self.lost_nodes.unplanned()
+        else:
+            failed = self.lost_nodes.prepare(part)
         if failed is not None:
             self.ev.event(failed)
             self.member.publish_quietly(i, FailureKind.WORKER, failed)
+        return failed is None
 
     def _stop(
         self, i: int, cycle: int, decision: Decision, workers: CycleWorkers | None, end: WatchEnd

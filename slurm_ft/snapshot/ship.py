@@ -1,13 +1,19 @@
 """A complete snapshot as a byte stream, and back into an area, verified on arrival.
 
 One slot file is one whole snapshot, so shipping it is sending its bytes: a preamble
-(magic and length), the file (its sealed header first), a trailer (whether the sender's
-slot was still the same snapshot when the last byte left, and a CRC-32 of everything
-sent). The receiver writes a new file in the key's older slot's place (reserve, copy, seal
-last) and seals it only when the length, the CRC and the
-sender's word all agree: a stream cut, corrupted or torn at the source leaves the
-receiving area as it was. Works over any file object: a file, a pipe, ``socket.makefile``.
-Standard library only (the launcher ships bytes, it never needs torch for it).
+(magic and length), the slot's sealed header, the rest of the file in pieces (each with
+its length), a trailer (whether the sender's slot was still the same snapshot when the
+last byte left, and a CRC-32 of everything sent). The receiver writes a new file in the
+key's older slot's place (reserve, copy, seal last) and seals it only when the length, the
+CRC and the sender's word all agree: a stream cut, corrupted or torn at the source leaves
+the receiving area as it was.
+
+The sender reads the slot without any lock (the trainer's snapshot call never waits on a
+transfer) and looks at its seal before every piece: once the trainer starts rewriting that
+slot the snapshot is superseded, and the sender stops at once (an empty piece, then TORN)
+instead of shipping the rest of a copy nobody will use. Works over any file object: a
+file, a pipe, ``socket.makefile``. Standard library only (the launcher ships bytes, it
+never needs torch for it).
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import errno
 import mmap
 import os
 import struct
+import time
 import zlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -25,11 +32,13 @@ from slurm_ft.snapshot import area as areas
 from slurm_ft.snapshot import claim, layout, reader
 
 _PREAMBLE = struct.Struct("<8sQ")
+_PIECE_LEN = struct.Struct("<I")
 _TRAILER = struct.Struct("<4sI")
-SHIP_MAGIC = b"SFTSHIP1"
+SHIP_MAGIC = b"SFTSHIP2"
 _DONE, _TORN = b"DONE", b"TORN"
 _PIECE = 8 << 20
 LOCK_WAIT_S = 30.0
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: the slot's pages are mapped in one call
 
 
 class Readable(Protocol):
@@ -37,43 +46,106 @@ class Readable(Protocol):
 
     def read(self, n: int, /) -> bytes: ...
 
-    def readinto(self, buffer: memoryview, /) -> int | None: ...
+    def readinto1(self, buffer: memoryview, /) -> int | None: ...
 
 
 class ShipError(Exception):
     """The stream is not a whole, verified snapshot; the message is the one line to say."""
 
 
-def send(info: reader.SnapshotInfo, out: BinaryIO) -> int:
-    """Write the snapshot ``info`` describes to ``out``; the bytes sent. The trailer says
-    TORN when the slot was rewritten while it was sent (the receiver then refuses it)."""
+class Superseded(ShipError):
+    """The sender's slot was rewritten while it was sent: a newer snapshot exists, and this
+    copy is dropped (not a fault of either end)."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How long one transfer may take once its bytes start to flow: ``grace_s`` plus its
+    length at ``floor_bytes_per_s``. A peer that stops is caught sooner by the connection's
+    own idle timeout; this bound also ends one that trickles."""
+
+    grace_s: float
+    floor_bytes_per_s: float
+
+    def seconds(self, size: int) -> float:
+        return self.grace_s + size / self.floor_bytes_per_s
+
+    def deadline(self, size: int) -> float:
+        return time.monotonic() + self.seconds(size)
+
+
+class _Clock:
+    """A transfer's deadline, checked between pieces."""
+
+    def __init__(self, bound: Bound | None, size: int) -> None:
+        self.text = f"{bound.seconds(size):.0f} s" if bound is not None else ""
+        self.at = bound.deadline(size) if bound is not None else None
+
+    def check(self, done: int, size: int) -> None:
+        if self.at is not None and time.monotonic() > self.at:
+            raise ShipError(f"the transfer was not done within {self.text} ({done} of {size} bytes moved)")
+
+
+@dataclass(frozen=True)
+class Sent:
+    size: int  # bytes written to the stream
+    whole: bool  # False: superseded at the source (the receiver refuses it)
+
+
+def send(info: reader.SnapshotInfo, out: BinaryIO, *, bound: Bound | None = None) -> Sent:
+    """Write the snapshot ``info`` describes to ``out``. Stops early, and says TORN, as soon
+    as the slot is being rewritten (the trainer's next snapshot into it). Raises
+    :class:`ShipError` past ``bound``."""
     size = info.header.file_size
-    crc = 0
+    clock = _Clock(bound, size)
     fd = os.open(info.path, os.O_RDONLY | os.O_CLOEXEC)
+    view = memoryview(bytearray(min(_PIECE, size)))  # one buffer for every piece
     try:
-        out.write(_PREAMBLE.pack(SHIP_MAGIC, size))
-        sent = 0
-        while sent < size:
-            piece = os.pread(fd, min(_PIECE, size - sent), sent)
-            if not piece:
+        raw_header = os.pread(fd, layout.HEADER_SIZE, 0)
+        still = _is(raw_header, info)
+        crc = zlib.crc32(raw_header)
+        out.write(_PREAMBLE.pack(SHIP_MAGIC, size) + raw_header)
+        sent = len(raw_header)
+        while still and sent < size:
+            got = os.preadv(fd, [view[: min(_PIECE, size - sent)]], sent)
+            if not got:
                 break
+            piece = view[:got]
             crc = zlib.crc32(piece, crc)
+            out.write(_PIECE_LEN.pack(got))
             out.write(piece)
-            sent += len(piece)
-        still = layout.decode(os.pread(fd, layout.HEADER_SIZE, 0))
+            sent += got
+            clock.check(sent, size)
+            still = _is(os.pread(fd, layout.HEADER_SIZE, 0), info)
     finally:
         os.close(fd)
-    whole = sent == size and still == layout.Sealed(info.header, info.generation)
+    whole = still and sent == size
+    if not whole:
+        out.write(_PIECE_LEN.pack(0))
     out.write(_TRAILER.pack(_DONE if whole else _TORN, crc))
     out.flush()
-    return _PREAMBLE.size + sent + _TRAILER.size
+    return Sent(_PREAMBLE.size + sent + _TRAILER.size, whole)
+
+
+def _is(raw_header: bytes, info: reader.SnapshotInfo) -> bool:
+    """Whether a slot's header still names the snapshot ``info`` does, sealed (the writer
+    unseals a slot before it rewrites a byte of it)."""
+    return layout.decode(raw_header) == layout.Sealed(info.header, info.generation)
 
 
 def receive(
-    area: Path, inp: Readable, *, origin: layout.Origin, max_size: int, limit: int | None = None
+    area: Path,
+    inp: Readable,
+    *,
+    origin: layout.Origin,
+    max_size: int,
+    limit: int | None = None,
+    bound: Bound | None = None,
 ) -> reader.SnapshotInfo:
     """Read one shipped snapshot from ``inp`` into ``area`` as a complete slot of its key,
-    marked with ``origin``. Raises :class:`ShipError` (the area keeps what it had)."""
+    marked with ``origin``. Raises :class:`ShipError` (:class:`Superseded` when the sender
+    stopped because its slot was rewritten; past ``bound``, counted from when the key's
+    slots are had); the area keeps what it had."""
     magic, size = _PREAMBLE.unpack(_exact(inp, _PREAMBLE.size))
     if magic != SHIP_MAGIC:
         raise ShipError("not a shipped snapshot")
@@ -89,7 +161,7 @@ def receive(
     if lock is None:
         raise ShipError(f"{key}'s slots stay busy in {area}")
     with lock:
-        return _receive_locked(area, key, inp, raw_header, sealed, origin, limit)
+        return _receive_locked(area, key, inp, raw_header, sealed, origin, limit, _Clock(bound, size))
 
 
 def _receive_locked(
@@ -100,6 +172,7 @@ def _receive_locked(
     sealed: layout.Sealed,
     origin: layout.Origin,
     limit: int | None,
+    clock: _Clock,
 ) -> reader.SnapshotInfo:
     paths = layout.slot_paths(area, key)
     gens = [found.generation if (found := reader.read_header(p)) else 0 for p in paths]
@@ -128,9 +201,9 @@ def _receive_locked(
                 full = exc.errno in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT)
                 raise ShipError(f"{area.parent} is full" if full else f"{target}: {exc.strerror}") from None
         try:
-            generation = _fill(fd, size, inp, raw_header, sealed, origin, max(gens) + 1)
-        except ShipError:
-            os.ftruncate(fd, 0)  # the memory is given back; the slot was unsealed first
+            generation = _fill(fd, size, inp, raw_header, sealed, origin, max(gens) + 1, clock)
+        except BaseException:  # cut, refused, timed out: the memory is given back, nothing sealed
+            os.ftruncate(fd, 0)
             raise
     finally:
         os.close(fd)
@@ -145,38 +218,60 @@ def _fill(
     sealed: layout.Sealed,
     origin: layout.Origin,
     generation: int,
+    clock: _Clock,
 ) -> int:
-    """Copy the payload from the stream into the reserved slot, verify it, seal it."""
-    with mmap.mmap(fd, size) as view:
-        crc = zlib.crc32(raw_header)
-        done = layout.HEADER_SIZE
-        while done < size:
-            got = inp.readinto(memoryview(view)[done : min(size, done + _PIECE)])
+    """Copy the pieces from the stream straight into the reserved slot (its pages mapped
+    up front: no fault per page), verify them, seal the slot."""
+    with mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE) as mapped:
+        view = memoryview(mapped)
+        try:
+            crc = _fill_pieces(view, size, inp, zlib.crc32(raw_header), clock)
+            word, sent_crc = _TRAILER.unpack(_exact(inp, _TRAILER.size))
+            if word != _DONE:
+                raise Superseded("the sender's slot was rewritten while it was sent")
+            if sent_crc != crc:
+                raise ShipError("the shipped bytes do not match their checksum")
+            fields = layout.encode_fields(_with_origin(sealed.header, origin))
+            view[: len(fields)] = fields
+            view[len(fields) : layout.SEAL_OFFSET] = raw_header[len(fields) : layout.SEAL_OFFSET]
+            view[layout.SEAL_OFFSET : layout.HEADER_SIZE] = layout.encode_seal(fields, generation)
+        finally:
+            view.release()
+    return generation
+
+
+def _fill_pieces(view: memoryview, size: int, inp: Readable, crc: int, clock: _Clock) -> int:
+    """The pieces after the header into ``view``; their running CRC. Returns early at an
+    empty piece (the sender stopped: its trailer says why)."""
+    done = layout.HEADER_SIZE
+    while done < size:
+        (n,) = _PIECE_LEN.unpack(_exact(inp, _PIECE_LEN.size, done, size))
+        if n == 0:
+            break
+        if n > size - done:
+            raise ShipError("a shipped piece runs past the snapshot's length")
+        end = done + n
+        while done < end:
+            got = inp.readinto1(view[done:end])  # what has arrived: the deadline is checked between
             if not got:
                 raise ShipError(f"the stream ended after {done} of {size} bytes")
-            crc = zlib.crc32(view[done : done + got], crc)
             done += got
-        word, sent_crc = _TRAILER.unpack(_exact(inp, _TRAILER.size))
-        if word != _DONE:
-            raise ShipError("the sender's slot was rewritten while it was sent")
-        if sent_crc != crc:
-            raise ShipError("the shipped bytes do not match their checksum")
-        fields = layout.encode_fields(_with_origin(sealed.header, origin))
-        view[: len(fields)] = fields
-        view[len(fields) : layout.SEAL_OFFSET] = raw_header[len(fields) : layout.SEAL_OFFSET]
-        view[layout.SEAL_OFFSET : layout.HEADER_SIZE] = layout.encode_seal(fields, generation)
-    return generation
+            clock.check(done, size)
+        crc = zlib.crc32(view[end - n : end], crc)
+    return crc
 
 
 def _with_origin(header: layout.Header, origin: layout.Origin) -> layout.Header:
     return replace(header, origin=origin)
 
 
-def _exact(inp: Readable, n: int) -> bytes:
+def _exact(inp: Readable, n: int, done: int | None = None, size: int | None = None) -> bytes:
     data = b""
     while len(data) < n:
         piece = inp.read(n - len(data))
         if not piece:
+            if done is not None:
+                raise ShipError(f"the stream ended after {done} of {size} bytes")
             raise ShipError(f"the stream ended {n - len(data)} bytes short")
         data += piece
     return data

@@ -1,7 +1,11 @@
 """A DDP trainer (gloo, CPU) that keeps replicated snapshots through slurm_ft.worker and
 logs, per rank as JSON lines in OUT/rankR.jsonl, the hash of its parameters and Adam
 state after every step (``step``) and of the state it resumed from (``resume``, with its
-source): a resume is the truth only when its hash is the one logged at that step."""
+source): a resume is the truth only when its hash is the one logged at that step.
+
+``--crash-rank R --crash-after K``: in cycle 0, rank R exits 1 after its optimizer step of
+step K, before that step's snapshot, so its node holds step K-1 while the others hold K:
+only the launchers' plan (one step for every rank) keeps the next cycle from mixing them."""
 
 from __future__ import annotations
 
@@ -48,6 +52,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--step-time", type=float, default=0.1)
     p.add_argument("--sharded", action="store_true", help="each rank keeps a state of its own as well")
+    p.add_argument("--crash-rank", type=int, default=-1)
+    p.add_argument("--crash-after", type=int, default=-1, help="in cycle 0, after this step's optimizer step")
     a = p.parse_args()
     rank = int(os.environ["RANK"])
     cycle = int(os.environ.get("SLURM_FT_CYCLE", "0"))
@@ -82,6 +88,9 @@ def main() -> int:
         loss.backward()
         opt.step()
         own = own + x.sum(0)
+        if cycle == 0 and rank == a.crash_rank and step == a.crash_after:
+            _log(log, {"event": "crash", "cycle": cycle, "step": step})
+            os._exit(1)
         state = {"model": model.state_dict(), "opt": opt.state_dict(), **({"own": own} if a.sharded else {})}
         worker.snapshot(step, state, replicated=not a.sharded)
         _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": digest()})

@@ -7,12 +7,19 @@ table with values of several shapes over and over (empty, garbage, huge, numeric
 sealed-looking, another key's sealed value replayed), deletes keys, sends random bytes,
 holds half-open and idle connections. Both launchers must finish the training and exit 0
 with no internal error, and the records must stay readable by ``slurm-ft-report``.
+
+The two snapshot families (a launcher's holdings, node 0's plan part for it) are written
+only by launchers whose workers snapshot: their test runs a DDP trainer that does, with a
+rank that fails between its optimizer step and its snapshot, so the next cycle needs the
+plan to resume every rank from one step.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import itertools
+import json
 import random
 import re
 import socket
@@ -20,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -227,10 +234,8 @@ def _assert_whole(job: SimJob, tmp_path: Path) -> None:
     assert '"cycles"' in report.stdout
 
 
-# Written only by launchers whose workers snapshot, and this job's workers never do, so an
-# outsider here finds none of their keys. Forged values of these two families are not yet
-# tested with snapshotting workers (open work of issue 44); protocol.parse_holdings and the
-# plan's reader refuse what a launcher would not write.
+# Written only by launchers whose workers snapshot, and the job above never does: the test
+# of these two families runs its own job (test_forged_snapshot_keys_...).
 SNAPSHOT_FAMILIES = ("c<i>/snap/<node>", "c<i>/snapplan/<node>")
 
 
@@ -315,3 +320,123 @@ def test_the_outsider_sees_every_family_it_overwrites():
         if (not n.startswith("_") and callable(v)) or isinstance(v, property)
     }
     assert len(methods) == len(proto.FAMILIES), sorted(methods)
+
+
+TRAINER = Path(__file__).with_name("ddp_snapshot_trainer.py")
+CRASH_AFTER, SNAPSHOT_STEPS = 4, 10
+TORCH_BASE = [
+    "--nproc-per-node", "1", "--health-checks", "none", "--monitor-interval", "0.05",
+    "--preload", "none", "--max-restarts", "6",
+]  # fmt: skip
+
+
+def _overwrite_snapshot_family(
+    job: SimJob, family: str, outsider: list[Outsider]
+) -> Callable[[object, list[str]], None]:
+    """Every key of ``family`` overwritten at each round, and its keys of the first cycles
+    before their writers write them; half the values are the launchers' own sealed values
+    of another key of the family (another node's part or holdings, another cycle's): what
+    an outsider who cannot seal could best replay."""
+    rng = random.Random(family)
+    keys = _keys(job)
+    ahead = [
+        k
+        for i in range(4)
+        for n in (0, 1)
+        for k in (keys.snapshots(i, n), keys.snapshot_part(i, n))
+        if proto.family(keys, k) == family
+    ]
+    genuine: dict[str, bytes] = {}
+    ours: set[str] = set()  # digests of what the outsider wrote
+    shapes = _shapes(rng, lambda: None)
+
+    def digest(raw: bytes) -> str:
+        return hashlib.sha256(raw).hexdigest()
+
+    def forged(key: str) -> bytes:
+        others = [v for k, v in genuine.items() if k != key]
+        value = rng.choice(others) if others and rng.random() < 0.5 else next(shapes)()
+        ours.add(digest(value))
+        return value
+
+    def act(store, listed: list[str]) -> None:
+        for key in {*listed, *ahead}:
+            if proto.family(keys, key) != family:
+                continue
+            if key in listed:
+                raw = store.get(key)
+                if raw.startswith(TAG.encode()) and digest(raw) not in ours:
+                    genuine[key] = raw
+            store.set(key, forged(key))
+            outsider[0].touched.add(key)
+
+    return act
+
+
+def _events(out: Path, rank: int) -> list[dict]:
+    path = out / f"rank{rank}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _resumes(log: dict[int, list[dict]]) -> Iterable[tuple[int, list[dict]]]:
+    """Each cycle in which both ranks restored, with their two resume events."""
+    cycles = sorted({e["cycle"] for e in log[0] if e["event"] == "resume"})
+    for c in cycles:
+        both = [[e for e in log[r] if e["event"] == "resume" and e["cycle"] == c] for r in (0, 1)]
+        if all(both):
+            yield c, [both[0][0], both[1][0]]
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("family", SNAPSHOT_FAMILIES)
+def test_forged_snapshot_keys_never_make_a_rank_resume_from_a_wrong_state(tmp_path, family):
+    """Rank 1 fails after its optimizer step of step 4 and before that step's snapshot:
+    node 0 holds step 4, node 1 step 3. Resuming each rank from its own newest would mix
+    them; node 0's plan (sealed) lifts node 1 to step 4 from node 0's memory. An outsider
+    overwrites the family's keys all along, with garbage and with other keys' sealed
+    values. The seal names the key (run id, cycle, node), so no forged, replayed or
+    deleted value is taken: a node whose holdings cannot be read counts as holding
+    nothing, a node whose plan cannot be read starts no worker and ends the cycle. Every
+    cycle's ranks resume from one step with a state the job had at that step, and the job
+    finishes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    work = [
+        str(TRAINER), "--out", str(out), "--steps", str(SNAPSHOT_STEPS), "--step-time", "0.1",
+        "--crash-rank", "1", "--crash-after", str(CRASH_AFTER),
+    ]  # fmt: skip
+    # A job id of its own: the snapshot areas in /dev/shm are named by it, and other tests
+    # on this host may run a job 4242 at the same time.
+    job_id = f"4403{SNAPSHOT_FAMILIES.index(family)}"
+    job = SimJob(tmp_path, 2, TORCH_BASE, work, extra_env=dict(ENV), job_id=job_id)
+    holder: list[Outsider] = []
+    outsider = Outsider(job, _overwrite_snapshot_family(job, family, holder))
+    holder.append(outsider)
+    _warm_torch()
+    try:
+        job.start()
+        outsider.start()
+        codes = job.wait(200)
+    finally:
+        outsider.stopped.set()
+        job.kill()
+    outsider.join(30)
+    assert not outsider.is_alive(), "the outsider thread outlived its job"
+    assert outsider.error is None, repr(outsider.error)
+    assert codes == [0, 0], job.dump()
+    assert outsider.touched, f"the outsider found no key of {family} in {outsider.rounds} rounds"
+    log = {r: _events(out, r) for r in (0, 1)}
+    assert [e["step"] for e in log[1] if e["event"] == "crash"] == [CRASH_AFTER]
+    resumed = list(_resumes(log))
+    assert resumed and resumed[0][0] == 0, resumed
+    for cycle, (r0, r1) in resumed[1:]:
+        assert (r0["step"], r0["hash"]) == (r1["step"], r1["hash"]), (cycle, r0, r1)  # never a mix
+        if r0["step"] > 0:  # a state the job had at that step, not another job's or step's
+            steps = [e for r in (0, 1) for e in log[r] if e["event"] == "step" and e["cycle"] < cycle]
+            had = {e["hash"] for e in steps if e["step"] == r0["step"]}
+            assert r0["hash"] in had, (cycle, r0, had)
+    assert all(any(e["event"] == "done" and e["step"] == SNAPSHOT_STEPS for e in log[r]) for r in (0, 1))
+    said = (job.node(0).err() + job.node(1).err()).splitlines()  # a worker's lines start [rank<R>]
+    assert not [ln for ln in said if ln.startswith("Traceback") or "internal error" in ln], job.dump()
+    assert job.outcome()["exit_code"] == 0

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slurm_ft.launch.snapshots import peer, sources
+from slurm_ft.snapshot import area as areas
 from slurm_ft.snapshot import layout, reader
 from tests.support.snaptrainer import ROOT, Trainer, start
 from tests.support.waiting import wait_until
@@ -161,6 +163,83 @@ def test_the_only_holder_dying_mid_transfer_leaves_nothing_used_and_the_checkpoi
     )
     t = start(trainers, spare, rank=0, world=2, cycle=2)
     assert t.ask("restore") == "restored None"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("--stall-mid-send", r"is not used: timed out"),  # a frozen peer: the idle timeout
+        ("--trickle", r"is not used: the transfer was not done within 1 s"),  # a dying link: the bound
+    ],
+)
+def test_a_holder_that_stalls_or_trickles_mid_transfer_is_given_up_within_its_bound(
+    tmp_path: Path, trainers: list[Trainer], nodes: list[Node], how: str, said: str
+) -> None:
+    one, spare = _area(tmp_path, "n1"), _area(tmp_path, "spare")
+    t = start(trainers, one, rank=0, world=2, cycle=1, mib=4)
+    assert t.ask("snap 7 replicated") == "snap 7 True"
+    t.finish()
+    holder = Node(one, how)
+    nodes.append(holder)
+    t0 = time.monotonic()
+    with pytest.raises(peer.PeerError, match=said):
+        peer.fetch(holder.address, SECRET, REPLICATED, 7, spare, max_size=1 << 30, timeout=1.0)
+    took = time.monotonic() - t0
+    # the bound: 1 s (+ 4 MiB at the floor rate, 0.06 s) past the handshake; generous for a shared machine
+    assert took < peer.bound(1.0).seconds(8 << 20) + 5.0, took
+    assert reader.describe(spare) == [] and areas.held(spare) == 0  # nothing kept, the memory given back
+    code, _ = holder.finish()
+    assert code == 0
+
+
+def test_a_replica_superseded_while_it_is_sent_is_dropped_at_both_ends_without_a_word(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    lines: list[str] = []
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=lines.append)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        assert t.ask("snap 1") == "snap 1 True"
+        stale = reader.newest(mine, "rank-00000")
+        assert [t.ask(f"snap {s}") for s in (2, 3)] == ["snap 2 True", "snap 3 True"]  # its slot holds 3
+        assert stale is not None
+        there = peer.Address("127.0.0.1", server.port)
+        assert peer.push(there, SECRET, stale) is peer.Pushed.SUPERSEDED
+        fresh = reader.newest(mine, "rank-00000")
+        assert fresh is not None and peer.push(there, SECRET, fresh) is peer.Pushed.KEPT
+    finally:
+        server.close()
+    assert [(i.step, i.header.origin) for i in reader.complete_slots(theirs, "rank-00000")] == [
+        (3, layout.Origin.REPLICA)
+    ]
+    assert areas.held(theirs) == fresh.header.file_size  # the dropped copy's memory was given back
+    assert lines == []  # a superseded replica is not a fault: the launcher log stays quiet
+    t.finish()
+
+
+def test_the_pusher_sends_only_the_newest_snapshot_at_the_lowest_priority(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=print)
+    pusher = ReplicaPusher(mine, SECRET, event=print)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        assert [t.ask(f"snap {s}") for s in (1, 2, 3)] == [f"snap {s} True" for s in (1, 2, 3)]
+        pusher.aim(peer.Address("127.0.0.1", server.port))  # 1 and 2 were superseded before it had a target
+        wait_until(lambda: pusher.counts.kept == 1, 30, message="the replica of step 3")
+        assert [(i.step, i.header.origin) for i in reader.complete_slots(theirs, "rank-00000")] == [
+            (3, layout.Origin.REPLICA)
+        ]
+        assert (pusher.counts.superseded, pusher.counts.failed) == (0, 0)
+        assert pusher.native_id is not None and os.getpriority(os.PRIO_PROCESS, pusher.native_id) == 19
+        t.finish()
+    finally:
+        pusher.close()
+        server.close()
 
 
 def test_a_replica_torn_mid_copy_is_never_used(tmp_path: Path, trainers: list[Trainer]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_ft.snapshot import area as areas
 from slurm_ft.snapshot import layout, reader, ship
 from tests.support.snaptrainer import Trainer, start
 
@@ -101,13 +102,45 @@ def test_a_slot_rewritten_while_it_is_sent_is_refused_on_arrival(
     assert t.ask("snap 2") == "snap 2 True"
     assert t.ask("snap 3") == "snap 3 True"  # the slot `stale` names now holds step 3
     assert stale is not None
-    with pytest.raises(ship.ShipError, match="rewritten while it was sent"):
+    assert len(_shipped(stale)) < stale.header.file_size  # the sender stopped at once: nothing of it sent
+    with pytest.raises(ship.Superseded, match="rewritten while it was sent"):
         ship.receive(other_area, io.BytesIO(_shipped(stale)), origin=layout.Origin.PEER, max_size=1 << 30)
     assert reader.describe(other_area) == []
     with pytest.raises(ship.ShipError, match="at most 4096 taken"):
         fresh = reader.newest(snap_area, KEY)
         assert fresh is not None
         ship.receive(other_area, io.BytesIO(_shipped(fresh)), origin=layout.Origin.PEER, max_size=4096)
+
+
+def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
+    snap_area: Path, other_area: Path, trainers: list[Trainer]
+) -> None:
+    t = start(trainers, snap_area, rank=2, world=4, cycle=1, mib=20)  # three pieces of 8 MiB
+    assert t.ask("snap 1") == "snap 1 True"
+    info = reader.newest(snap_area, KEY)
+    assert info is not None
+
+    class Rewritten(io.BytesIO):
+        """The stream to the next node; once the first piece has left, the trainer writes
+        two more snapshots (the second into the slot being sent)."""
+
+        pieces = 0
+
+        def write(self, data: object) -> int:
+            n = super().write(data)  # type: ignore[call-overload]
+            if n >= 1 << 20:
+                self.pieces += 1
+                if self.pieces == 1:
+                    assert [t.ask(f"snap {s}") for s in (2, 3)] == ["snap 2 True", "snap 3 True"]
+            return int(n)
+
+    out = Rewritten()
+    sent = ship.send(info, out)
+    assert not sent.whole and out.pieces == 1  # stopped before reading the second piece
+    assert sent.size < info.header.file_size / 2
+    with pytest.raises(ship.Superseded, match="rewritten while it was sent"):
+        ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
+    assert reader.describe(other_area) == [] and areas.held(other_area) == 0
 
 
 def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_its_area(

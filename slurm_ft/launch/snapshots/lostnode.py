@@ -16,13 +16,13 @@ nothing, and the launcher ends the cycle at once (the next plan, without the los
 says the checkpoint).
 
 With ``--snapshot-replicas 1`` a thread pushes each new snapshot of this node's shards to
-the next active node in a ring (:func:`sources.replica_target`), in the background.
+the next active node in a ring (:func:`sources.replica_target`), in the background
+(:mod:`replicas`).
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_ft.launch.snapshots import peer, sources
+from slurm_ft.launch.snapshots.replicas import ReplicaPusher
 from slurm_ft.snapshot import claim, layout, reader
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 LOCK_WAIT_S = 10.0
 FETCH_TIMEOUT_S = 30.0
-REPLICA_POLL_S = 0.05  # a new snapshot's replica leaves within this: its lag is what a lost node costs
 HOLDERS_NAMED = 8  # holders of a key a part names (the planned one first): a part stays small at any N
 
 
@@ -119,12 +119,21 @@ def parts(
     published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
 ) -> dict[int, Part] | None:
     """Node 0's plan, one part per active launcher, from what the launchers published
-    (None: nothing to say to anyone, nothing held and no replica target published)."""
+    (None: nothing to say to anyone, nothing held and no replica target published).
+
+    A launcher whose join says it published but whose holdings cannot be read (not sealed
+    with the job secret: forged or deleted) counts as holding nothing: it takes its keys
+    from other holders like a spare; when nobody's can be read, nobody knows the step,
+    and every node is told to start from the checkpoint (its slots removed), never left
+    to resume from its own newest, which may differ from another node's."""
     found = {n: h for n, raw in published.items() if raw is not None and (h := Holdings.decode(raw))}
     held = {n: h.held for n, h in found.items()}
     needs = sources.needs_of(held, active, nproc_per_node)
     chosen = sources.plan(held, needs) if needs is not None else None
-    acts = chosen is not None and _acts(chosen, found)
+    blind = chosen is None and len(found) < len(published)
+    if blind:
+        chosen = sources.Plan(None, {})
+    acts = blind or (chosen is not None and _acts(chosen, found))
     out: dict[int, Part] = {}
     for node in active:
         target = sources.replica_target(node, active)
@@ -240,20 +249,14 @@ class LostNodes:
         self.address: peer.Address | None = None
         self._unserved = False  # the service could not start: said once, not tried again
         self.replicas = replicas
+        self.pusher: ReplicaPusher | None = None
         if replicas > 0:
             self.serve()  # the ring's previous node pushes here before this memory holds anything
-        self._target: peer.Address | None = None
-        self._target_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._pusher: threading.Thread | None = None
-        if replicas > 0:
-            self._pusher = threading.Thread(target=self._push_loop, name="snapshot-replicas", daemon=True)
-            self._pusher.start()
+            self.pusher = ReplicaPusher(area, secret, timeout=FETCH_TIMEOUT_S, event=event)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._pusher is not None:
-            self._pusher.join(timeout=FETCH_TIMEOUT_S)
+        if self.pusher is not None:
+            self.pusher.close()
         if self.server is not None:
             self.server.close()
 
@@ -294,12 +297,12 @@ class LostNodes:
         """Before this node's workers start: its keys at the cycle's step in its memory,
         as node 0's part for it says. None when they are (or nothing is planned); else the
         failure to publish."""
-        with self._target_lock:
-            self._target = part.target if part is not None and self.replicas > 0 else None
+        if self.pusher is not None:
+            self.pusher.aim(part.target if part is not None else None)
         if part is None or not part.acts:
             return None
         self.event(sources.says(sources.Plan(part.step, {self.me: part.sources}), self.me))
-        keys = [s.key for s in part.sources]
+        keys = [s.key for s in part.sources] if part.step is not None else list(reader.held_steps(self.area))
         for source in part.sources:
             if source.via is sources.Via.PEER and part.step is not None:
                 why = self._fetch(source.key, part.step, part.holders.get(source.key, []))
@@ -308,6 +311,22 @@ class LostNodes:
                     return why
         trim(self.area, keys, part.step)
         return None
+
+    def unplanned(self) -> str:
+        """The decision says node 0 wrote this launcher a part, but what the store holds
+        there is not one (not sealed with the job secret: forged, replayed from another key,
+        or deleted). The cycle's step is unknown here, so no rank of this node may resume
+        from its own newest (the others resume from the planned step): every slot is
+        removed, as for a copy no holder could give, and the cycle ends; the next plan
+        fetches this node's keys from their other holders (for shards, a replica)."""
+        if self.pusher is not None:
+            self.pusher.aim(None)
+        trim(self.area, reader.held_steps(self.area), None)
+        return (
+            "snapshots: node 0's plan for this node could not be read (not sealed with this "
+            "job's secret); this node's ranks start from the checkpoint and the cycle ends so "
+            "the next one plans again"
+        )
 
     def _fetch(self, key: str, step: int, holders: Sequence[tuple[int, peer.Address]]) -> str | None:
         failures = []
@@ -332,25 +351,3 @@ class LostNodes:
             f"({'; '.join(failures) or 'no holder reachable'}); this node's ranks start from the "
             "checkpoint and the cycle ends so the next one plans without the lost holder"
         )
-
-    # ------------------------------------------------------------------ replicas
-
-    def _push_loop(self) -> None:
-        """Each new complete snapshot of this node's shards, to the ring's next node."""
-        pushed: dict[str, int] = {}
-        peer.lowest_priority()
-        while not self._stop.wait(REPLICA_POLL_S):
-            with self._target_lock:
-                target = self._target
-            if target is None:
-                continue
-            for info in reader.describe(self.area):
-                if info.replicated or info.header.origin is not layout.Origin.WRITTEN:
-                    continue
-                if pushed.get(info.key) == info.generation:
-                    continue
-                try:
-                    peer.push(target, self.secret, info, timeout=FETCH_TIMEOUT_S)
-                except (peer.PeerError, OSError):
-                    continue  # rewritten or removed while sent, or the target is gone: the next one goes
-                pushed[info.key] = info.generation

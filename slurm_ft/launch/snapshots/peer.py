@@ -11,14 +11,21 @@ Both ends prove they hold the job secret before a byte of state moves (HMAC-SHA2
 both sides' nonces and the request): a snapshot is unpickled by the trainer, so one from
 outside the job would run its code there. Without a secret there is no service at all.
 
+Every transfer is bounded in time: a read or write that waits longer than the connection's
+timeout ends it (a peer that stops), and so does a whole transfer slower than
+:data:`FLOOR_BYTES_PER_S` past that timeout (a peer that trickles): a 4 GiB state may take
+at most 64 s + the timeout, and the spare waiting for it then tries the next holder.
+
 Wire: server ``MAGIC nonce_s``; client ``nonce_c mac_c len request``; server ``OK`` +
 ``mac_s`` or ``NO`` + reason; then a fetch gets ``SHIP`` + stream or ``NONE`` + reason,
-and a push sends the stream and gets ``KEPT`` or ``FAIL`` + reason.
+and a push sends the stream and gets ``KEPT``, ``GONE`` (superseded at the source while
+it was sent: dropped, not a fault) or ``FAIL`` + reason.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import hashlib
 import hmac
 import json
@@ -41,6 +48,18 @@ _LEN = struct.Struct("<I")
 _MAX_REQUEST = 4096
 HANDSHAKE_S = 10.0
 IDLE_S = 2 * ship.LOCK_WAIT_S  # the longest a transfer may stall (the receiver may wait for a key's lock)
+FLOOR_BYTES_PER_S = 64 << 20  # slower than this (0.5 Gb/s) past the timeout, a transfer is ended
+
+
+def bound(timeout: float) -> ship.Bound:
+    """The longest a transfer of this protocol may take: ``timeout`` plus its length at
+    the floor rate."""
+    return ship.Bound(grace_s=timeout, floor_bytes_per_s=FLOOR_BYTES_PER_S)
+
+
+class Pushed(enum.Enum):
+    KEPT = "kept"
+    SUPERSEDED = "superseded"  # the trainer rewrote the slot while it was sent: a newer one goes next
 
 
 class Duplex(Protocol):
@@ -48,7 +67,7 @@ class Duplex(Protocol):
 
     def read(self, n: int, /) -> bytes: ...
 
-    def readinto(self, buffer: memoryview, /) -> int | None: ...
+    def readinto1(self, buffer: memoryview, /) -> int | None: ...
 
     def write(self, data: bytes, /) -> int: ...
 
@@ -116,9 +135,9 @@ class PeerServer:
         max_size: int,
         limit: int | None = None,
         event: Callable[[str], None] = print,
-        send: Callable[[reader.SnapshotInfo, BinaryIO], int] = ship.send,
+        send: Callable[[reader.SnapshotInfo, BinaryIO], ship.Sent] | None = None,
     ) -> None:
-        self._send = send  # the tests' seam: a sender that dies half way
+        self._send = send or _send_bounded  # the tests' seam: a sender that dies half way
         self.area = area
         self.secret = secret
         self.max_size = max_size
@@ -176,8 +195,9 @@ class PeerServer:
             return None
         raw = _exact(f, n)
         if not hmac.compare_digest(their_mac, _mac(self.secret, b"client", mine, theirs, raw)):
-            _say(f, b"NO  ", "not authenticated with this job's secret")
+            # said before the reply: a launcher that ends as soon as the peer has its answer says it all
             self.event(f"snapshots: refused a transfer from {who}: not authenticated with this job's secret")
+            _say(f, b"NO  ", "not authenticated with this job's secret")
             return None
         try:
             request = json.loads(raw)
@@ -206,8 +226,16 @@ class PeerServer:
         lowest_priority()  # a replica arriving must not slow this node's own trainer
         try:
             info = ship.receive(
-                self.area, f, origin=layout.Origin.REPLICA, max_size=self.max_size, limit=self.limit
+                self.area,
+                f,
+                origin=layout.Origin.REPLICA,
+                max_size=self.max_size,
+                limit=self.limit,
+                bound=bound(IDLE_S),
             )
+        except ship.Superseded as exc:
+            _say(f, b"GONE", str(exc))  # the pusher sends the newer one next: nothing to say
+            return
         except ship.ShipError as exc:
             with contextlib.suppress(OSError):
                 _say(f, b"FAIL", str(exc))
@@ -215,9 +243,18 @@ class PeerServer:
         _say(f, b"KEPT", f"{info.key} {info.step}")
 
 
+def _send_bounded(info: reader.SnapshotInfo, out: BinaryIO) -> ship.Sent:
+    """A fetch's stream, ended past the bound when the fetching peer stops reading."""
+    return ship.send(info, out, bound=bound(IDLE_S))
+
+
 def lowest_priority() -> None:
-    """The calling thread yields the CPU to everything else on the node (nice 19, this
-    thread only): replicas are background work, the trainer's step rate is not."""
+    """The calling thread (this thread only) runs at nice 19: it takes a core's time from a
+    trainer at normal priority at most 15/1039 of the time, about 1.4 % (the kernel's
+    weights), while it is on the trainer's core and both want it, and nothing while cores
+    are idle. Not SCHED_IDLE: that share (3/1027) starves replicas outright on a node whose
+    cores are all busy, and a replica that never lands costs a lost node everything since
+    the checkpoint."""
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
@@ -274,23 +311,27 @@ def fetch(
             if word != b"SHIP":
                 raise PeerError(f"{address}: {why}")
             origin = layout.Origin.REPLICA if why == layout.Origin.REPLICA.word else layout.Origin.PEER
-            return ship.receive(area, f, origin=origin, max_size=max_size, limit=limit)
+            return ship.receive(area, f, origin=origin, max_size=max_size, limit=limit, bound=bound(timeout))
         except ship.ShipError as exc:
             raise PeerError(f"the copy of {key} from {address} is not used: {exc}") from None
         except OSError as exc:
             raise PeerError(f"the copy of {key} from {address} is not used: {exc}") from None
 
 
-def push(address: Address, secret: bytes, info: reader.SnapshotInfo, *, timeout: float = 30.0) -> None:
+def push(address: Address, secret: bytes, info: reader.SnapshotInfo, *, timeout: float = 30.0) -> Pushed:
     """This node's snapshot ``info`` into the memory of the launcher at ``address``, as a
-    replica. Raises :class:`PeerError`."""
+    replica: kept, or superseded (the slot was rewritten while it was sent, and the copy
+    dropped at both ends). Raises :class:`PeerError`."""
     conn, f = _open(address, secret, {"op": "put"}, timeout)
     with conn, contextlib.closing(f):
         try:
             conn.settimeout(timeout)
-            ship.send(info, cast(BinaryIO, f))
+            ship.send(info, cast(BinaryIO, f), bound=bound(timeout))
             word, why = _heard(f)
-        except OSError as exc:
+        except (OSError, ship.ShipError) as exc:
             raise PeerError(f"the replica of {info.key} for {address} was not sent: {exc}") from None
+        if word == b"GONE":
+            return Pushed.SUPERSEDED
         if word != b"KEPT":
             raise PeerError(f"{address} did not keep the replica of {info.key}: {why}")
+        return Pushed.KEPT
