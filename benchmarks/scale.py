@@ -28,6 +28,8 @@ from pathlib import Path
 
 from benchmarks import proc
 from benchmarks.harness import WORKERS
+from benchmarks.workers import scale_sim as sim
+from slurm_ft.launch.rendezvous import beatperiod
 
 SCRIPT = WORKERS / "scale_sim.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -45,10 +47,20 @@ def _last_json(text: str) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
-def one_size(n: int, per_process: int, steady_s: float, tmp: Path, *, torch_listener: bool = False) -> dict:
+def one_size(
+    n: int,
+    per_process: int,
+    steady_s: float,
+    tmp: Path,
+    *,
+    torch_listener: bool = False,
+    beats_per_s: int | None = None,
+) -> dict:
     port = proc.free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_CPP_LOG_LEVEL": "FATAL"}
     env["BENCH_SCALE_TORCH_LISTENER"] = "1" if torch_listener else "0"
+    env["BENCH_SCALE_BEATS_PER_S"] = str(beats_per_s or "")
+    budget = beats_per_s or beatperiod.NODE0_BEATS_PER_S
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
         host = subprocess.Popen(
@@ -85,6 +97,8 @@ def one_size(n: int, per_process: int, steady_s: float, tmp: Path, *, torch_list
     return {
         "n": n,
         "listener": "torch" if torch_listener else "own IPv4",
+        "node0_beats_per_s_budget": budget,
+        "beat_interval_s": round(max(sim.INTERVAL_S, (n - 1) / budget), 3),
         "peer_processes": len(ranges),
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
         "node0_steady_cpu_pct": h["steady_cpu_pct"],
@@ -92,6 +106,10 @@ def one_size(n: int, per_process: int, steady_s: float, tmp: Path, *, torch_list
         "lost_peers": h["lost_peers"],
         "halt_to_all_s": max(d["woken_last"] for d in docs) - h["halted_at"],
         "woken": sum(d["woken"] for d in docs),
+        "restart_s": max(d["held_last"] for d in docs) - h["halted_at"],
+        "rendezvous_s": max(d["held_last"] for d in docs) - max(d["entered_last"] for d in docs),
+        "node0_gather_to_decision_s": h["decided_at"] - h["joined_at"],
+        "held": sum(d["held"] for d in docs),
         "errors": [e for d in docs for e in d["errors"]][:5],
         "peer_process_rss_mib": max(d["rss_mib"] for d in docs),
     }
@@ -107,18 +125,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="node 0 lets torch listen (dual-stack, a reverse lookup per accept): the code before issue 45",
     )
+    p.add_argument(
+        "--beats-per-s",
+        type=int,
+        help="node 0's heart-beat budget (default: the launcher's; 1000000: every peer beats each second, "
+        "as before the stretch)",
+    )
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))
     rows = []
     for n in sizes:
-        row = one_size(n, args.per_process, args.steady, tmp, torch_listener=args.torch_listener)
+        row = one_size(
+            n,
+            args.per_process,
+            args.steady,
+            tmp,
+            torch_listener=args.torch_listener,
+            beats_per_s=args.beats_per_s,
+        )
         rows.append(row)
         print(
-            f"N={n:5d} first connection {row['first_connection_s']:7.2f} s  "
+            f"N={n:5d} beat every {row['beat_interval_s']:5.2f} s  "
+            f"first connection {row['first_connection_s']:7.2f} s  "
             f"node 0 steady CPU {row['node0_steady_cpu_pct']:5.2f} % RSS {row['node0_rss_mib']:6.0f} MiB  "
             f"halt to all {row['halt_to_all_s']:6.3f} s  woken {row['woken']}/{n - 1}  "
+            f"restart {row['restart_s']:6.3f} s (rendezvous {row['rendezvous_s']:6.3f} s) "
+            f"held {row['held']}/{n - 1}  "
             f"lost {row['lost_peers']}  errors {len(row['errors'])}",
             flush=True,
         )

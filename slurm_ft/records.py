@@ -416,6 +416,10 @@ class DrillRecord:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
+# The mark of a reading of node 0's newest snapshot step (``progress/snapshot-readings.jsonl``).
+SNAPSHOT_MARK = "snapshot"
+
+
 @dataclass(frozen=True)
 class ProgressReading:
     """One line of ``progress/readings.jsonl``: the progress source moved to ``step`` at

@@ -205,7 +205,7 @@ class Agent:
                 self.books,
                 self.ev,
                 clock=self.seams.clock,
-                snapshot_step=self.snapshots.newest_step,
+                snapshot_step=self.snapshots.newest_step if self.snapshots.on else None,
             )
             base = self.coordinator.open()
         else:

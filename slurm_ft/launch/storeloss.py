@@ -25,6 +25,7 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
+from slurm_ft.launch.rendezvous.beatperiod import beat_period
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
@@ -167,7 +168,9 @@ class StoreHostLoss:
         a.run = dataclasses.replace(a.run, last_failure=failure, failure_seen=failure)
         keys = next_epoch(a.keys)
         order = succession.candidates(d, cfg.num_nodes, host)
-        turn = max(SUCCESSION_TURN_MIN_S, self.launch.heartbeat_timeout)
+        # a turn spans the peers' spread in noticing the loss: up to a (stretched) beat period
+        beats = beat_period(cfg.num_nodes, self.launch.heartbeat_interval, self.launch.heartbeat_timeout)
+        turn = max(SUCCESSION_TURN_MIN_S, beats.timeout)
         wait = succession.Wait(order, turn, succession.give_up_after(order, turn, self.launch.join_timeout))
         names = ", ".join(node_name(d.nodes, k) for k in order)
         self.ev.event(f"store host {lost} lost ({detail}); successor order: {names}")

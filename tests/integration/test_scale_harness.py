@@ -1,5 +1,6 @@
 """The scale harness (issue 45) at a small size: 16 launchers with a real launcher's store
-connections, every peer told of a halt, none lost, node 0's figures measured."""
+connections, every peer told of a halt and holding the next cycle's decision, none lost,
+node 0's figures measured."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     row = one_size(16, 8, 2.0, tmp_path)
     assert row["errors"] == []
     assert row["woken"] == 15
+    assert row["held"] == 15
+    assert 0 <= row["halt_to_all_s"] <= row["restart_s"] < 60
+    assert 0 <= row["rendezvous_s"] <= row["restart_s"]
     assert row["lost_peers"] == 0
     assert row["peer_processes"] == 2
     assert 0 <= row["first_connection_s"] < 120

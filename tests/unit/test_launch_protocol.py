@@ -430,3 +430,62 @@ def test_an_overwritten_heartbeat_key_is_no_sign_of_death_and_a_replayed_beat_no
     finally:
         mon.stop()
         beat.stop()
+
+
+def test_node0s_beat_reads_open_each_seal_once_and_still_see_every_change_and_forgery():
+    """Issue 45: node 0 reads every peer's beat each second and most have not moved; a
+    value read again unchanged is not opened again (its HMAC was most of the look's cost),
+    and a new beat, a forgery and a beat again all still read as they did."""
+    from slurm_ft.launch.rendezvous.sealing import Sealer
+
+    class CountingSealer(Sealer):
+        opened = 0
+
+        def open(self, key: str, raw: bytes) -> bytes | None:
+            CountingSealer.opened += 1
+            return super().open(key, raw)
+
+    reports: list[str] = []
+    sealer = CountingSealer(b"this job's secret, 32 bytes long", reports.append)
+    keys = proto.Keys("remembered-a0", sealer.namespace)
+    h = Client.host(0, keys, 5.0, sealer)
+    h.prepare(3, proto.Base(0, "u"))
+    monitor = h.clone(5.0)
+    one, two = h.clone(5.0), h.clone(5.0)
+    one.beat(1)
+    two.beat(2)
+    assert monitor.beats([1, 2]) == [1, 1] and CountingSealer.opened == 2
+    for _ in range(5):
+        assert monitor.beats([1, 2]) == [1, 1]
+    assert CountingSealer.opened == 2  # unchanged: not opened again
+    one.beat(1)
+    assert monitor.beats([1, 2]) == [2, 1] and CountingSealer.opened == 3
+    _outsider(h.port).set(keys.heartbeat(2), b"sft1:" + b"0" * 64 + b":99")
+    assert monitor.beats([1, 2]) == [2, None] and monitor.beats([1, 2]) == [2, None]
+    assert len(reports) == 1 and keys.heartbeat(2) in reports[0]
+    two.beat(2)
+    assert monitor.beats([1, 2]) == [2, 2]
+
+
+def test_a_big_jobs_monitor_looks_at_one_wake_in_several_and_still_finds_a_silent_peer():
+    """Issue 45: past the beat budget node 0 reads the beats at one wake in ``look_every``;
+    it still wakes (and calls its hook: the hang learning's samples) every interval."""
+    keys = proto.Keys("look-every-a0")
+    h = Client.host(0, keys, 5.0)
+    h.prepare(2, proto.Base(0, "u"))
+    wakes: list[float] = []
+    mon = background.PeerMonitor(h.clone(5.0), [1], interval=0.02, timeout=0.5, wake_fd=None, look_every=5)
+    mon.after_look = lambda: wakes.append(time.monotonic())
+    beat = background.Heartbeat(h.clone(5.0), 1, interval=0.05, timeout=5.0)
+    mon.start()
+    beat.start()
+    try:
+        wait_until(lambda: h.beats([1])[0] > 2, 5, message="the peer beating")
+        wait_until(lambda: len(wakes) > 20, 5, message="the monitor's wakes")
+        assert mon.lost() == {}
+        beat.stop()
+        lost = wait_until(mon.lost, 5, message="the silent peer reported lost")
+        assert list(lost) == [1]
+    finally:
+        mon.stop()
+        beat.stop()

@@ -119,7 +119,7 @@ def test_without_columns_or_a_terminal_help_is_80_wide(monkeypatch):
 
 def test_settings_types_are_read_from_evaluated_annotations():
     """config reads its field types at every start; string annotations would make
-    typing.get_type_hints compile each of them again (config.py's module docstring)."""
+    typing.get_type_hints compile each of them again (config/sections.py's module docstring)."""
     from typing import Literal
 
     from slurm_ft import config

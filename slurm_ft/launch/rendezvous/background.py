@@ -11,12 +11,14 @@ clock (when did the counter last change), never by comparing clocks of two machi
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 
+from slurm_ft.launch.rendezvous.beatperiod import beat_period
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.stores import StoreLost
 
@@ -163,8 +165,12 @@ class PeerMonitor(BackgroundThread):
         wake_fd: int | None,
         *,
         clock: Clock = time.monotonic,
+        look_every: int = 1,
     ) -> None:
+        """``look_every``: read the beats at one wake in this many (a big job's,
+        ``beatperiod``); it wakes every ``interval``."""
         super().__init__("slurm-ft-peer-monitor", wake_fd)
+        self._look_every = look_every
         self.client = client
         self._peers = list(peers)
         self.interval = interval
@@ -179,30 +185,36 @@ class PeerMonitor(BackgroundThread):
 
     def body(self) -> None:
         last_value: dict[int, int] = {}
-        while not self._stop_event.is_set():
-            values = self.client.beats(self._peers)
-            now = self._clock()
-            with self._lock:
-                for node, beat in zip(self._peers, values, strict=True):
-                    seen = last_value.get(node)
-                    if beat is not None and seen is not None and beat < seen:
-                        beat = None  # an older beat of its own, replayed: no sign of life either
-                    if beat is not None and beat != seen:
-                        last_value[node] = beat
-                        self._last_change[node] = now
-                        continue
-                    if node not in self._last_change:  # the first look found nothing readable
-                        self._last_change[node] = now
-                        continue
-                    limit = self._timeout if beat is not None else self._timeout * UNREADABLE_FACTOR
-                    silent = now - self._last_change[node]
-                    if (seen or 0) > 0 and silent > limit and node not in self._lost:
-                        self._lost[node] = silent
-                        self._wake()
+        for wakes in itertools.count():
+            if self._stop_event.is_set():
+                return
+            if wakes % self._look_every == 0:
+                self._look(last_value)
             after = self.after_look
             if after is not None:
                 after()
             self._stop_event.wait(self.interval)
+
+    def _look(self, last_value: dict[int, int]) -> None:
+        values = self.client.beats(self._peers)
+        now = self._clock()
+        with self._lock:
+            for node, beat in zip(self._peers, values, strict=True):
+                seen = last_value.get(node)
+                if beat is not None and seen is not None and beat < seen:
+                    beat = None  # an older beat of its own, replayed: no sign of life either
+                if beat is not None and beat != seen:
+                    last_value[node] = beat
+                    self._last_change[node] = now
+                    continue
+                if node not in self._last_change:  # the first look found nothing readable
+                    self._last_change[node] = now
+                    continue
+                limit = self._timeout if beat is not None else self._timeout * UNREADABLE_FACTOR
+                silent = now - self._last_change[node]
+                if (seen or 0) > 0 and silent > limit and node not in self._lost:
+                    self._lost[node] = silent
+                    self._wake()
 
     def ages(self) -> dict[int, float]:
         """Seconds since each peer's heart-beat last moved (for the metrics)."""
@@ -369,23 +381,37 @@ class BackgroundSet:
         host: int = 0,
         on_lost: Callable[[str], None] | None = None,
     ) -> BackgroundSet:
-        """``host``: the launcher that hosts the store (node 0, or its successor)."""
+        """``interval``, ``timeout``: the configured heart-beat, stretched for big jobs
+        (:func:`beat_period`); ``host``: the launcher that hosts the store (node 0, or its
+        successor)."""
         threads = cls()
         if num_nodes <= 1:
             return threads
+        period = beat_period(num_nodes, interval, timeout)
         if node_rank == host:
             peers = [k for k in range(num_nodes) if k != host]
             threads.monitor = PeerMonitor(
-                client.clone(timeout), peers, interval, timeout, wake_fd, clock=clock
+                client.clone(period.timeout),
+                peers,
+                interval,
+                period.timeout,
+                wake_fd,
+                clock=clock,
+                look_every=period.look_every,
             )
         else:
             threads.heartbeat = Heartbeat(
-                client.clone(timeout), node_rank, interval, timeout, wake_fd=wake_fd, clock=clock
+                client.clone(period.timeout),
+                node_rank,
+                period.interval,
+                period.timeout,
+                wake_fd=wake_fd,
+                clock=clock,
             )
             threads.watchdog = StoreWatchdog(
                 threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock, on_lost=on_lost
             )
-        threads.waiter = HaltWaiter(client.clone(timeout), wake_fd)
+        threads.waiter = HaltWaiter(client.clone(period.timeout), wake_fd)
         for t in threads._all():
             t.start()
         return threads

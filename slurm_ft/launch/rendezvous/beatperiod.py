@@ -1,0 +1,48 @@
+"""How often peers heart-beat, how often node 0 looks, and when silence means lost, for a
+job of N nodes.
+
+Node 0's store serves every peer's beat, and every key of node 0's look at all the beats,
+on its one event-loop thread, so node 0's steady CPU is linear in both: with every peer
+beating and node 0 looking each second, 9.8 % of a core for 4,096 nodes
+(docs/design/scale.md), a quarter of it the looks. A budget caps both: past
+:data:`NODE0_BEATS_PER_S` peers, each peer beats less often and node 0 reads the beats at
+one wake of its monitor in several (it still wakes each configured interval: its hang
+learning samples there), so node 0's load stays flat in N, while a job of up to
+:data:`NODE0_BEATS_PER_S` + 1 nodes beats and looks exactly as configured.
+
+The timeout grows by what the beat and look periods grew, no more: a beat seen late by a
+look lags by at most those two, and the configured pair's slack (timeout less two
+intervals, 4 s by default) is how long a beat may stall before node 0 counts its peer
+lost; that stays what it was. A peer, which has no look to wait for, gets more.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Beats, and keys of node 0's looks, node 0's store serves a second at most (each): about
+# 21 and 7 us of node 0's CPU each, so 1.4 % of a core (1.5-1.9 % measured at 1,024 and
+# 4,096 nodes, the shared 2-core machine of docs/benchmarks.md#scale): under the 2 % goal.
+NODE0_BEATS_PER_S = 512
+
+
+@dataclass(frozen=True)
+class BeatPeriod:
+    """``interval``: a peer's beat period; ``timeout``: the silence after which a peer
+    counts the store host lost, or node 0 a peer; ``look_every``: node 0 reads every
+    peer's beat at one in this many of its monitor's wakes (one each configured interval)."""
+
+    interval: float
+    timeout: float
+    look_every: int
+
+
+def beat_period(num_nodes: int, interval: float, timeout: float) -> BeatPeriod:
+    """The configured ``interval`` and ``timeout`` stretched for ``num_nodes`` launchers
+    so that node 0 serves at most :data:`NODE0_BEATS_PER_S` beats and reads as many beat
+    keys a second."""
+    stretched = max(interval, max(0, num_nodes - 1) / NODE0_BEATS_PER_S)
+    look_every = max(1, math.ceil(stretched / interval - 1e-9))
+    grown = (stretched - interval) + (look_every - 1) * interval
+    return BeatPeriod(interval=stretched, timeout=timeout + grown, look_every=look_every)
