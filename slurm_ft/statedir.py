@@ -118,6 +118,12 @@ class StateDir:
         return self.path / "progress" / "readings.jsonl"
 
     @property
+    def snapshot_readings(self) -> Path:
+        """Node 0's timed readings of its newest snapshot step (``records.ProgressReading``,
+        JSON lines; ``launch.snapshots.readings``)."""
+        return self.path / "progress" / "snapshot-readings.jsonl"
+
+    @property
     def error_files_dir(self) -> Path:
         return self.path / "errors"
 

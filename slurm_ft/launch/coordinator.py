@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from slurm_ft.launch import cyclecount, decisions, hang, hostprobe, joins, policy, spares, wayout
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch import decisions, hang, hostprobe, joins, policy, spares, wayout
+from slurm_ft.launch.books import cyclecount
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.hang.judge import JobJudge
@@ -28,6 +29,7 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost
+from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
 from slurm_ft.records import CycleOutcome, Failure
@@ -74,6 +76,8 @@ class Coordinator:
         self.books = books
         self.ev = events
         self.clock = clock
+        self.snapshot_step = snapshot_step
+        self.snapshot_readings: readings.SnapshotReadings | None = None  # the report's, with the judge
         self.threads = BackgroundSet()  # set by the agent once the threads run
         self.nodes: tuple[str, ...] = ()  # every node's name, once all joined
         launch = cfg.settings.launch
@@ -232,14 +236,20 @@ class Coordinator:
             history,
             startup=startup,
         )
+        self.snapshot_readings = readings.watch(
+            self.snapshot_step, self.cfg.state.snapshot_readings, add_line
+        )
 
     def judge(self, i: int) -> Failure | None:
         return self.jury.judge(i, self.nodes) if self.jury is not None else None
 
     def close(self) -> None:
-        """The judge's progress watch (a thread that reads the progress source) ends."""
+        """The judge's progress watch (a thread that reads the progress source) ends, and
+        the snapshot readings' thread."""
         if self.jury is not None:
             self.jury.stop()
+        if self.snapshot_readings is not None:
+            self.snapshot_readings.stop()
 
     # ------------------------------------------------------------------ stop + end
 

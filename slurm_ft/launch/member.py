@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from slurm_ft.launch import hang, policy
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.companions import Companions
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.nodehealth import NodeHealth

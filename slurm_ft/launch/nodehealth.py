@@ -12,7 +12,7 @@ import os
 
 from slurm_ft import health
 from slurm_ft.health import periodic
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.companions import Companions, configured_gpus, written_dirs
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog

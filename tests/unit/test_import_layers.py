@@ -159,7 +159,7 @@ def test_no_arrow_climbs() -> None:
 # The launcher's roles: what runs a cycle. Hang detection (launch/hang/) gives them verdicts
 # and readings and never calls back up into them.
 ROLE_NAMES = (
-    "agent",
+    "cycle.agent",
     "member",
     "coordinator",
     "succession.storeloss",

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurm_ft.launch import cyclecount
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books import cyclecount
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.output.eventlog import EventLog

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import policy, wayout
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.output.eventlog import EventLog
