@@ -160,8 +160,8 @@ def test_no_arrow_climbs() -> None:
 # and readings and never calls back up into them.
 ROLE_NAMES = (
     "cycle.agent",
-    "member",
-    "coordinator",
+    "roles.member",
+    "roles.coordinator",
     "succession.storeloss",
     "succession.handover",
     "farewell",

@@ -1,8 +1,8 @@
 """The launcher's cycle, read top to bottom: health, join, decide, run, watch, stop; then
 the next cycle or the end.
 
-Every launcher runs a :class:`~slurm_ft.launch.member.Member`; node 0 also runs the
-:class:`~slurm_ft.launch.coordinator.Coordinator`; a one-node run uses the same two over
+Every launcher runs a :class:`~slurm_ft.launch.roles.member.Member`; node 0 also runs the
+:class:`~slurm_ft.launch.roles.coordinator.Coordinator`; a one-node run uses the same two over
 the in-memory store. Every way out of the loop is one
 :class:`~slurm_ft.launch.policy.Ending` made by ``policy`` and passes through
 ``lifetime.finish``, the only place that writes the outcome record and picks the exit
@@ -29,9 +29,7 @@ from slurm_ft import privatefiles
 from slurm_ft.launch import hang, policy, spares
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator
 from slurm_ft.launch.cycle import roles
-from slurm_ft.launch.member import Member
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import jobsecret
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
@@ -39,10 +37,12 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.roles.coordinator import Coordinator
+from slurm_ft.launch.roles.member import Member
+from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.succession.storeloss import StoreHostLoss
-from slurm_ft.launch.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology

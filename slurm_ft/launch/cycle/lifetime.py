@@ -18,13 +18,13 @@ from slurm_ft import privatefiles
 from slurm_ft.launch import policy, wayout
 from slurm_ft.launch.books.stateio import StateDirStalled
 from slurm_ft.launch.context import AgentConfig, BadInput
-from slurm_ft.launch.coordinator import PortsInUse
 from slurm_ft.launch.cycle.agent import Agent, Phase
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous import openfiles
 from slurm_ft.launch.rendezvous.background import STORE_CONNECTIONS, BackgroundDied
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
+from slurm_ft.launch.roles.coordinator import PortsInUse
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.succession.storeloss import Superseded
 from slurm_ft.launch.wayout import Exit

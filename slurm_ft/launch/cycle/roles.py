@@ -15,15 +15,15 @@ from collections.abc import Callable
 from slurm_ft.launch import wayout
 from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator, open_store
-from slurm_ft.launch.member import Member
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
-from slurm_ft.launch.watchend import WatchEnd, WatchEndKind
+from slurm_ft.launch.roles.coordinator import Coordinator, open_store
+from slurm_ft.launch.roles.member import Member
+from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.wayout import Exit
 
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.member import Member
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.roles.member import Member
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.records import FailureKind, RankResume
 from slurm_ft.slurm import SlurmJob

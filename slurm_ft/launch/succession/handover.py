@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from slurm_ft.launch.books import cyclecount
 from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.roles.coordinator import Coordinator, open_store
 from slurm_ft.launch.succession import rule
 
 if TYPE_CHECKING:  # the fence (and the drill's senders under it) loads when one runs

@@ -22,7 +22,6 @@ from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch import policy, wayout
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.beatperiod import beat_period
@@ -30,6 +29,7 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.roles.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.succession import rule
 from slurm_ft.launch.wayout import Exit

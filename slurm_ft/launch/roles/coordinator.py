@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from slurm_ft.launch import decisions, hang, hostprobe, joins, policy, spares, wayout
+from slurm_ft.launch import hang, hostprobe, policy, spares, wayout
 from slurm_ft.launch.books import cyclecount
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.hang.judge import JobJudge
-from slurm_ft.launch.joins import JoinWait, Roster
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet
@@ -29,6 +28,8 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost
+from slurm_ft.launch.roles import decisions, joins
+from slurm_ft.launch.roles.joins import JoinWait, Roster
 from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker

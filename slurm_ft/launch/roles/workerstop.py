@@ -16,8 +16,8 @@ from slurm_ft.exitcodes import signal_by_name, signal_name
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import output_note
 from slurm_ft.launch.output.eventlog import EventLog
+from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.signals import SignalBox, forwarding_note
-from slurm_ft.launch.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import Failure, FailureKind

@@ -22,17 +22,17 @@ from slurm_ft.launch import hang, policy
 from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.companions import Companions
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.nodehealth import NodeHealth
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
+from slurm_ft.launch.roles.nodehealth import NodeHealth
+from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
+from slurm_ft.launch.roles.workerstop import WorkerStop
 from slurm_ft.launch.signals import SignalBox
-from slurm_ft.launch.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
-from slurm_ft.launch.workerstop import WorkerStop
 from slurm_ft.records import Failure, FailureKind
 
 DECISION_GRACE_S = 30.0

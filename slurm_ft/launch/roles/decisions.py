@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from slurm_ft.launch import policy
-from slurm_ft.launch.joins import Roster
 from slurm_ft.launch.rendezvous.protocol import Action, Decision
+from slurm_ft.launch.roles.joins import Roster
 from slurm_ft.launch.spares import SpareBook, Why
 from slurm_ft.records import Failure
 
