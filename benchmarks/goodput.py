@@ -23,6 +23,9 @@ or past it), a table per fault (from the step log for both; the slurm-ft report'
 detection / stop / restart / start-up beside it), and one SVG with both timelines.
 Results go to ``--out`` (default ``benchmarks/results/goodput-<time>/``).
 
+``--faults FILE`` replaces the seeded plan with a drill schedule file (a targeted drill:
+one preemption, say, to time its parts from the logs).
+
 ``--schedule realistic`` is issue #43's: the trainer's own checkpoint every 120 s, a fault
 every 120 s on average, 20 minutes. ``--snapshot-every N`` runs slurm-ft with snapshots
 (the trainer hands its state to ``worker.snapshot`` every N steps; the launchers persist the
@@ -185,7 +188,8 @@ def _steps(log: Path) -> list[tl.Step]:
     for line in log.read_text().splitlines() if log.exists() else []:
         try:
             doc = json.loads(line)
-            out.append(tl.Step(float(doc["t"]), int(doc["step"])))
+            pid = doc.get("pid")
+            out.append(tl.Step(float(doc["t"]), int(doc["step"]), int(pid) if pid is not None else None))
         except (ValueError, KeyError):
             continue
     return out
@@ -310,11 +314,23 @@ def _slurm_ft_run(
     _wait(lambda: bool(list(state.processes_dir.glob("cycle*/*.json"))), 300, "slurm-ft's first workers")
     first = time.time()
     start = _job_start(job_id)
-    drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id, "--every", str(a.every), "--mix", a.mix]
-    drill_cmd += ["--seed", str(a.seed), "--duration", str(a.duration)]
+    drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id]
     if a.schedule == "lose-node":  # a plan of two mixes: given to the drill as a file
         (work / "drill-schedule.txt").write_text("".join(f"{p.describe()}\n" for p in a.drill_plan))
-        drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id, "--schedule", "drill-schedule.txt"]
+        drill_cmd += ["--schedule", "drill-schedule.txt"]
+    elif a.faults is not None:
+        drill_cmd += ["--schedule", str(a.faults.resolve())]
+    else:
+        drill_cmd += [
+            "--every",
+            str(a.every),
+            "--mix",
+            a.mix,
+            "--seed",
+            str(a.seed),
+            "--duration",
+            str(a.duration),
+        ]
     with open(work / "drill.out", "w") as drill_out:
         drill = subprocess.Popen(drill_cmd, cwd=work, env=env, stdout=drill_out, stderr=subprocess.STDOUT)
     deadline = first + a.duration
@@ -494,9 +510,10 @@ def print_results(results: list[RunResult], a: argparse.Namespace) -> None:
             if not f.injected:
                 print(f"  {f.time - r.first_worker:6.0f} {f.fault:16} {f.where:18} not injected")
                 continue
+            during = f"  (during the {f.during}'s recovery)" if f.during else ""
             print(
                 f"  {f.time - r.first_worker:6.0f} {f.fault:16} {f.where:18} {_fmt(f.down_s):>8} "
-                f"{_fmt(f.lost_s):>10} {_fmt(f.cost_s):>8}"
+                f"{_fmt(f.lost_s):>10} {_fmt(f.cost_s):>8}{during}"
             )
         if r.report_error:
             print(f"  slurm-ft-report failed: {r.report_error}")
@@ -616,6 +633,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--snapshot-every", type=int, default=0, help="slurm-ft with snapshots every N steps (0: none)"
     )
+    p.add_argument(
+        "--faults",
+        type=Path,
+        default=None,
+        help="the faults from a drill schedule file (AT FAULT [rank=R|node=N] a line) instead of "
+        "a seeded plan: a targeted drill, e.g. one preemption to time its parts",
+    )
     p.add_argument("--plan", action="store_true", help="print the faults and exit")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
@@ -627,7 +651,12 @@ def main(argv: list[str] | None = None) -> int:
         apply_lose_node(a, argv if argv is not None else sys.argv[1:])
     if a.target is None:
         a.target = int(0.75 * a.duration / a.step_time)
-    plan = schedule.seeded(a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES)
+    if a.faults is not None:
+        plan = schedule.parse_schedule(a.faults.read_text())
+    else:
+        plan = schedule.seeded(
+            a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES
+        )
     if a.schedule == "lose-node":
         plan = a.drill_plan = lose_node_plan(a)
         lost = sum(1 for p in plan if p.fault is Fault.LOSE_NODE)

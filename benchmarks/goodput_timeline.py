@@ -4,6 +4,9 @@ Pure functions: the same for slurm-ft and torchrun, so both runs are measured an
 the same way. A step is *kept* when it is in the final checkpoint and was not done again
 later; *lost* when it was done again after a restart (recomputed); anything between steps
 longer than a few step times is *down* (detecting, stopping, restarting, starting up).
+A restart is found by a pause, by a step that goes back, or by a new process writing the
+log (rank 0's pid, where the trainer writes it): with snapshots a warm restart resumes at
+the step reached, often within a pause of under three steps.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ DOWN_AFTER = 3.0  # a pause longer than this many step times is down time
 class Step:
     t: float
     step: int
+    pid: int | None = None  # the process that logged it (rank 0): a new one is a restart
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,9 @@ class FaultCost:
     lost_steps: int | None  # steps done again after the restart
     lost_s: float | None
     cost_s: float | None
+    # An earlier fault this one came during, when training had not yet gone on again after
+    # it (both end at the same restart: this one's down is the rest of that recovery).
+    during: str | None = None
 
 
 def step_time(steps: Sequence[Step]) -> float | None:
@@ -79,12 +86,20 @@ def segments(steps: Sequence[Step], kept: int, pace: float, start: float, end: f
     return out
 
 
+def _restarted(prev: Step, s: Step, pace: float) -> bool:
+    """Training went on again after a pause, with a step that goes back (a restart quicker
+    than a pause, from a checkpoint), or in a new process (a quick restart from a snapshot)."""
+    new_process = s.pid is not None and prev.pid is not None and s.pid != prev.pid
+    return s.t - prev.t > DOWN_AFTER * pace or s.step <= prev.step or new_process
+
+
 def fault_costs(
     faults: Sequence[tuple[str, str, float, bool]], steps: Sequence[Step], pace: float
 ) -> list[FaultCost]:
     """Per fault (name, where, time, injected): how long training stopped after it and how
     many steps had to be done again."""
     out = []
+    ends: list[tuple[float, str]] = []  # each measured fault's restart, and its fault
     for name, where, when, injected in faults:
         if not injected:
             out.append(FaultCost(name, where, when, False, None, None, None, None))
@@ -93,9 +108,7 @@ def fault_costs(
         after = [s for s in steps if s.t > when]
         resume = None
         for prev, s in zip([*before[-1:], *after], after, strict=False):
-            # Training went on again after a pause, or (a restart quicker than a pause) with
-            # a step that goes back to the checkpoint: the next cycle's first step.
-            if s.t - prev.t > DOWN_AFTER * pace or s.step <= prev.step:
+            if _restarted(prev, s, pace):
                 resume = s
                 break
         if resume is None or not before:
@@ -104,7 +117,9 @@ def fault_costs(
         reached = max(s.step for s in steps if s.t < resume.t)
         lost = max(0, reached - (resume.step - 1))
         down = resume.t - pace - when
-        out.append(FaultCost(name, where, when, True, down, lost, lost * pace, down + lost * pace))
+        during = next((what for t, what in ends if t == resume.t), None)
+        ends.append((resume.t, name))
+        out.append(FaultCost(name, where, when, True, down, lost, lost * pace, down + lost * pace, during))
     return out
 
 

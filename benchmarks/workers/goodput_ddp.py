@@ -5,11 +5,11 @@ Every step is a real DDP step (forward, backward, gradient all-reduce) padded to
 ``--step-time`` so the undisturbed pace does not depend on the load of the machine. Rank 0
 saves ``CKPT/step_<N>/state.pt`` every ``--ckpt-every`` steps (written under a temporary
 name, then renamed: a ``checkpoint-dir:`` progress source sees whole checkpoints only), and
-logs every step to ``--step-log`` (``{"t", "step"}``). A new run resumes from the newest
-checkpoint; the steps after it are done again. Every rank writes where it runs to
-``--pids DIR/<node>.rank<R>.json`` (its pid, its parent's — torchrun's agent — and their
-start ticks), which is how the benchmark aims faults at a torchrun job, that keeps no
-records of its own. ``slurm_ft.worker`` heart-beats are no-ops outside slurm-ft.
+logs every step to ``--step-log`` (``{"t", "step", "pid"}``: a new pid is a restart). A new
+run resumes from the newest checkpoint; the steps after it are done again. Every rank
+writes where it runs to ``--pids DIR/<node>.rank<R>.json`` (its pid, its parent's —
+torchrun's agent — and their start ticks), which is how the benchmark aims faults at a
+torchrun job, that keeps no records of its own. ``slurm_ft.worker`` heart-beats are no-ops outside slurm-ft.
 
 With ``--snapshot-every N`` every rank hands its state to ``worker.snapshot`` every N steps
 (replicated: the node keeps one copy) and resumes from the newest snapshot when it is newer
@@ -192,6 +192,7 @@ def main() -> int:
     print(f"rank {rank}: resumed from {source} at step {step}", flush=True)
     x, y = torch.randn(64, 256), torch.randn(64, 1)
     log = open(a.step_log, "a") if rank == 0 else None  # noqa: SIM115 (open for the whole run)
+    pid = os.getpid()  # in every line: a new process is a restart, however quick
     next_tick = time.monotonic()
     while True:
         next_tick += a.step_time
@@ -209,7 +210,7 @@ def main() -> int:
                 worker.snapshot(step, state, replicated=True)
         worker.heartbeat()
         if log is not None:
-            log.write(json.dumps({"t": time.time(), "step": step}) + "\n")
+            log.write(json.dumps({"t": time.time(), "step": step, "pid": pid}) + "\n")
             log.flush()
         if step % a.ckpt_every == 0 and (log is not None or shard is not None):
             save(

@@ -34,7 +34,7 @@ class Exit:
     announce: Callable[[], None] | None = None
     linger: float = 0.0
     departing: bool = False  # node 0 leaves on its own: tell peers to stop at their next join
-    ack: bool = False
+    ack: bool = False  # a peer tells node 0 not to wait for it: it read the final answer, or needs none
     ends_step: bool = False  # a peer whose store host froze: srun would wait for it
 
 
@@ -52,13 +52,16 @@ def stopped(decision: Decision, announce: Announce, linger: float) -> Exit:
 
 
 def signalled(signum: int, node_name: str | None) -> Exit:
-    """``node_name`` given: during a cycle (the workers got the signal too); else between cycles."""
+    """``node_name`` given: during a cycle (the workers got the signal too); else between cycles.
+    A peer that leaves on its own signal needs no final answer from node 0, and confirms
+    at once (``ack``): node 0 would otherwise keep the store up for it until its heart-beats
+    were overdue (a preemption's USR1 reaches every launcher; 6 s of each requeue)."""
     ending = policy.signalled(signum, node_name)
     if node_name:
         message = f"exiting {ending.exit_code} after {signal_name(signum)}"
     else:
         message = f"received {signal_name(signum)} between cycles; exiting {ending.exit_code}"
-    return Exit(ending, message, linger=DEPARTURE_LINGER_S if node_name else 0.0, departing=True)
+    return Exit(ending, message, linger=DEPARTURE_LINGER_S if node_name else 0.0, departing=True, ack=True)
 
 
 def store_lost(detail: str, *, unhealthy: bool, received: int | None = None) -> Exit:

@@ -118,6 +118,31 @@ def test_signal_to_one_launcher_ends_the_job_without_another_cycle(tmp_path):
 
 
 @pytest.mark.timeout(90)
+def test_peers_that_leave_on_the_jobs_signal_are_not_waited_for_by_node_0(tmp_path):
+    """Preemption: srun forwards USR1 to every launcher; node 0 learns it from node 2
+    first and stops, then its own USR1 and node 1's arrive. The peers leave on their own
+    signal and never read node 0's final answer: node 0 kept the store up for them until
+    their heart-beats were overdue (6 s by default, here 30 s), and the requeue waited."""
+    job = SimJob(tmp_path, 3, BASE, forever(tmp_path), extra_env={"SLURM_FT_LAUNCH_HEARTBEAT_TIMEOUT": "30"})
+    job.start()
+    try:
+        all_started(job, 6)
+        job.node(2).proc.send_signal(signal.SIGUSR1)
+        wait_until(lambda: "cycle 0 stopped: node2" in job.node(0).err(), 20, message=job.dump())
+        job.node(1).proc.send_signal(signal.SIGUSR1)
+        job.node(0).proc.send_signal(signal.SIGUSR1)
+        assert exits_within(job, 1, 15.0) == exits_within(job, 2, 15.0) == 128 + signal.SIGUSR1
+        last_peer = time.monotonic()
+        assert exits_within(job, 0, 15.0) == 128 + signal.SIGUSR1
+        assert time.monotonic() - last_peer < 5.0, job.node(0).err()
+        assert "not every peer confirmed" not in job.node(0).err()
+        assert (job.outcome()["exit_code"], job.outcome()["lost_nodes"]) == (138, [])
+        job.assert_no_orphans(timeout=5)
+    finally:
+        job.kill()
+
+
+@pytest.mark.timeout(90)
 def test_term_timeout_escalates_to_sigkill(tmp_path):
     job = SimJob(tmp_path, 1, [*BASE, "--term-timeout", "1"], forever(tmp_path, "--ignore-term")).start()
     try:

@@ -455,3 +455,65 @@ def test_a_standby_that_imports_for_long_gets_its_share_back_after_a_while():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["19", "0", "True", "1"]
+
+
+SLOW_PRELOAD = """\
+import os, time
+from tests.integration.standby_probe import wait_for_log
+here = os.path.dirname(__file__)
+def share():
+    return open("/proc/self/autogroup").read().rsplit("nice", 1)[1].strip()
+open(os.path.join(here, f"preload-started-{os.getpid()}"), "w").write(share())
+wait_for_log(os.environ["SLURM_FT_PROBE_WAIT_LOG"])  # until the next cycle has taken it
+deadline = time.monotonic() + 3
+while share() != "0" and time.monotonic() < deadline:
+    time.sleep(0.05)
+open(os.path.join(here, f"preload-taken-{os.getpid()}"), "w").write(share())
+"""
+
+TAKEN_EARLY_SCRIPT = """\
+import os, sys, time
+print("up", flush=True)  # the launcher starts the standbys once every worker wrote something
+if os.environ["SLURM_FT_CYCLE"] == "0":
+    here = os.path.dirname(os.path.abspath(__file__))
+    deadline = time.monotonic() + 60
+    while not any(n.startswith("preload-started-") for n in os.listdir(here)):
+        if time.monotonic() > deadline:
+            sys.exit(3)
+        time.sleep(0.05)
+    sys.exit(1)  # the next cycle takes the standby while it still imports
+"""
+
+
+@pytest.mark.skipif(
+    Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1",
+    reason="the kernel does not share the CPU out by autogroup here",
+)
+@pytest.mark.timeout(120)
+def test_a_standby_taken_before_its_imports_are_done_gets_a_cold_workers_share_at_once(tmp_path):
+    """A restart right after another takes a standby that is still importing at nice 19:
+    the worker it has become must not finish those imports at 1.5 % of a core (17-55 s to
+    the first step in the goodput runs); its share is set back when it is taken, not when
+    its imports end or its 10 s timer fires."""
+    script = tmp_path / "taken_early.py"
+    script.write_text(TAKEN_EARLY_SCRIPT)
+    (tmp_path / "probe_slow.py").write_text(SLOW_PRELOAD)
+    marker = procs.new_marker()
+    env = clean_env()
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    log = tmp_path / "launcher.log"
+    env.update(
+        SLURM_FT_LAUNCH_NPROC_PER_NODE="1",
+        SLURM_FT_PROBE_WAIT_LOG=f"{log}|cycle 1: 1 of 1 worker(s) started warm",
+        **{procs.MARKER_VAR: marker},
+    )
+    args = ["--max-restarts", "1", "--state-dir", str(tmp_path / "s"), "--launcher-log", str(log)]
+    args += ["--applog-prefix", str(tmp_path / "job.log"), "--preload", "probe_slow"]
+    proc = subprocess.run(
+        [*LAUNCH, *args, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "cycle 1: 1 of 1 worker(s) started warm" in proc.stderr
+    assert [p.read_text() for p in tmp_path.glob("preload-started-*")] == ["19"]
+    assert [p.read_text() for p in tmp_path.glob("preload-taken-*")] == ["0"]
+    assert not procs.pids_with_marker(marker)

@@ -55,6 +55,30 @@ def test_a_restart_quicker_than_a_pause_is_found_by_the_step_going_back() -> Non
     assert second.down_s == pytest.approx(41.0 - 1.0 - 30.9) and second.lost_steps == 3
 
 
+def test_a_warm_restart_at_the_step_reached_is_found_by_the_new_process() -> None:
+    """With snapshots a restart resumes at the step reached, after a pause shorter than
+    three steps: only the pid that logs the steps says so. Without it, the kill's down
+    ran on to the next long pause (the 131.7 s of a 240 s check)."""
+    steps = [Step(float(t), t, pid=100) for t in range(1, 13)]  # steps 1-12, t=1..12
+    steps += [Step(13.5 + k, 12 + k, pid=200) for k in range(1, 11)]  # 13-22 from t=14.5
+    steps += [Step(40.0 + k, 22 + k, pid=300) for k in range(1, 4)]  # a long pause later
+    [cost] = tl.fault_costs([("kill", "r0", 12.2, True)], steps, 1.0)
+    assert cost.down_s == pytest.approx(14.5 - 1.0 - 12.2) and cost.lost_steps == 0
+    old_log = [Step(s.t, s.step) for s in steps]  # no pids: only the long pause is seen
+    [blind] = tl.fault_costs([("kill", "r0", 12.2, True)], old_log, 1.0)
+    assert blind.down_s == pytest.approx(41.0 - 1.0 - 12.2)
+
+
+def test_a_fault_during_another_faults_recovery_is_said_to_share_its_restart() -> None:
+    """A kill that lands while a requeue is still starting: both end at the same first
+    step, so the kill's down is the rest of the preemption's, not a cost of its own."""
+    steps = [Step(float(t), t, pid=1) for t in range(1, 11)]
+    steps += [Step(40.0 + k, 10 + k, pid=2) for k in range(1, 4)]
+    pre, kill = tl.fault_costs([("preempt", "batch", 10.5, True), ("kill", "r0", 30.0, True)], steps, 1.0)
+    assert pre.during is None and pre.down_s == pytest.approx(41.0 - 1.0 - 10.5)
+    assert kill.during == "preempt" and kill.down_s == pytest.approx(41.0 - 1.0 - 30.0)
+
+
 def test_the_picture_has_one_row_per_run_and_a_mark_per_fault() -> None:
     steps = run_with_one_kill()
     segs = tl.segments(steps, 20, 1.0, 0.0, 30.0)

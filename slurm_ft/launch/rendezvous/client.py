@@ -328,6 +328,7 @@ def find_run(
     slowed down by idle connections that others hold to it takes seconds to connect to
     (README, security). StoreLost at ``deadline``."""
     slice_s = PORT_SLICE_S
+    stores.load_torch()  # while node 0 starts, not once it listens
     while True:
         if abort():
             raise Interrupted()

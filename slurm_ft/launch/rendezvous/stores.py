@@ -83,6 +83,13 @@ def _c10d() -> ModuleType:
     return dist
 
 
+def load_torch() -> None:
+    """Import torch.distributed now rather than at the first connection: a peer does it
+    while node 0 is still starting (node 0 imports it before it listens), so the two
+    imports overlap instead of following each other (1.3-2 s of every start and requeue)."""
+    _c10d()
+
+
 def is_timeout(exc: BaseException) -> bool:
     """A store call that timed out (the key is not there yet) rather than a lost store.
 

@@ -22,6 +22,8 @@ import os
 import signal
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -38,6 +40,48 @@ START_AFTER_S = 30.0
 LOOK_S = 0.5  # how often the watch looks whether to start the standbys, until they are
 OUTPUT_MAX_LINES = 20  # of a standby's own output (import warnings) into the launcher log
 MESSAGE_MAX = 64 * 1024
+
+
+# A new session's autogroup starts at nice 0: the share a cold worker has.
+COLD_AUTOGROUP_NICE = b"0"
+SHARE_BACK_TRIES, SHARE_BACK_RETRY_S = 50, 0.11  # the kernel takes one change in 100 ms
+
+
+def share_back(pid: int) -> None:
+    """Give a standby that becomes a worker before its imports are done a cold worker's CPU
+    share at once. It lowered its session's share for the imports (standby_child) and
+    raises it only once they end, or after its timer: taken mid-import on a busy node, the
+    worker it had become trained at 1.5 % of a core for up to 10 s, then finished imports
+    that a cold worker would have done at full share (the goodput runs: 17-55 s to the first
+    step of kills right after another restart, against about 1 s). An autogroup's nice can
+    be set back without privilege; the kernel takes one such change in 100 ms machine-wide,
+    so a busy moment is retried on a thread, not on the restart's path."""
+    if not _write_autogroup(pid):
+        threading.Thread(target=_retry_share_back, args=(pid,), daemon=True).start()
+
+
+def _write_autogroup(pid: int) -> bool:
+    """True when written or when there is nothing to write (no autogroups, the process gone)."""
+    try:
+        fd = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return True
+    try:
+        os.write(fd, COLD_AUTOGROUP_NICE)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _retry_share_back(pid: int) -> None:
+    for _ in range(SHARE_BACK_TRIES):
+        time.sleep(SHARE_BACK_RETRY_S)
+        if _write_autogroup(pid):
+            return
 
 
 class Placement(NamedTuple):
@@ -298,6 +342,8 @@ class StandbyPool:
             self._end(standby)
             return None
         self._relay_output(standby)
+        if standby.ready is None and standby.failed is None:
+            share_back(standby.proc.pid)  # still importing: a worker now, at a cold one's share
         proc, pidfd = standby.proc, standby.pidfd
         standby.pidfd = -1  # the worker's now
         standby.close()
