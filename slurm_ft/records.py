@@ -236,7 +236,7 @@ class SuccessionClaim:
     """``succession/<run id>.epoch<E>.json``: the one launcher that hosts the store in epoch
     E. Created with link semantics (a complete file or none; never replaced), so of two
     launchers that both believe they are the successor only one holds the claim, and
-    only it opens a store (``launch.succession``)."""
+    only it opens a store (``launch.succession.rule``)."""
 
     epoch: int
     launcher: int  # hostlist index
@@ -416,6 +416,10 @@ class DrillRecord:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
+# The mark of a reading of node 0's newest snapshot step (``progress/snapshot-readings.jsonl``).
+SNAPSHOT_MARK = "snapshot"
+
+
 @dataclass(frozen=True)
 class ProgressReading:
     """One line of ``progress/readings.jsonl``: the progress source moved to ``step`` at
@@ -435,7 +439,7 @@ def append_reading(
 ) -> None:
     """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
-    appended (the launcher's is bounded in time, ``launch.stateio``)."""
+    appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
     line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
     if add is not None:
         add(path, line)
@@ -473,7 +477,7 @@ def read_error_file(
     path: Path, reader: Callable[[Path], JsonDict | None] | None = None
 ) -> tuple[str | None, str | None]:
     """(message, traceback) from a torchelastic error file, or (None, None). ``reader``:
-    how the file is read (the launcher's is bounded in time, ``launch.stateio``).
+    how the file is read (the launcher's is bounded in time, ``launch.books.stateio``).
 
     ``@record`` writes ``{"message": {"message": ..., "extraInfo": {"py_callstack": ...}}}``;
     older versions and hand-written files put a plain string in ``message``.

@@ -107,24 +107,9 @@ class Scribe:
         self._head = 0  # how far the ring is filled (only grows; the child's tail follows)
         self._final: list[int] | None = None  # the shared words, once let go (see _release)
         self._unposted = False  # the doorbell was full: ring it again with the next frame
-        req_r, self._req_w = os.pipe2(os.O_CLOEXEC)
-        self._reply_r, reply_w = os.pipe2(os.O_CLOEXEC)
-        shared = os.memfd_create(f"slurm-ft-{name}", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(shared, wire.MAP_BYTES)
-            self._mem = mmap.mmap(shared, wire.MAP_BYTES)
-            self._words = memoryview(self._mem)[: wire.SHARED_BYTES].cast("Q")
-            self._ring = memoryview(self._mem)[wire.RING_OFFSET : wire.MAP_BYTES]
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", CHILD_SCRIPT, str(req_r), str(reply_w), str(shared)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                pass_fds=(req_r, reply_w, shared),
-                start_new_session=True,  # a terminal's ^C or a stop of the group is not for it
-            )
-        finally:
-            for fd in (req_r, reply_w, shared):
-                os.close(fd)
+        self._proc, self._req_w, self._reply_r, self._mem = _spawn_child(name)
+        self._words = memoryview(self._mem)[: wire.SHARED_BYTES].cast("Q")
+        self._ring = memoryview(self._mem)[wire.RING_OFFSET : wire.MAP_BYTES]
         with _PIDS_LOCK:
             _PIDS.add(self._proc.pid)
         os.set_blocking(self._req_w, False)  # the doorbell: a full one is rung again later
@@ -312,11 +297,7 @@ class Scribe:
             except Stalled:
                 done = False
         with self._lock:
-            if self._req_w >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self._req_w)
-                self._req_w = -1
-                self._broken = True
+            self._close_doorbell()
             if done:  # everything sent is done: the counts are final
                 self._release()
         if done:
@@ -331,6 +312,14 @@ class Scribe:
             _PIDS.discard(self._proc.pid)
         return done
 
+    def _close_doorbell(self) -> None:
+        """Nothing more is sent (under ``_lock``): the child ends once it has read the rest."""
+        if self._req_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._req_w)
+            self._req_w = -1
+        self._broken = True
+
     def abandon(self) -> None:
         """SIGKILL and walk away: a child in state D cannot be reaped now; it ends once its
         mount answers or its server goes away. Never waited on."""
@@ -338,9 +327,27 @@ class Scribe:
         with contextlib.suppress(OSError):
             self._proc.send_signal(signal.SIGKILL)
         with self._lock:
-            if self._req_w >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self._req_w)
-                self._req_w = -1
-            self._broken = True
+            self._close_doorbell()
             self._release()  # what the child still does is not counted: it is lost
+
+
+def _spawn_child(name: str) -> tuple[subprocess.Popen[bytes], int, int, mmap.mmap]:
+    """The child, its doorbell (the request pipe's end, ours), the reply pipe's end (ours)
+    and the shared memory; the child holds the other ends and its own map."""
+    req_r, req_w = os.pipe2(os.O_CLOEXEC)
+    reply_r, reply_w = os.pipe2(os.O_CLOEXEC)
+    shared = os.memfd_create(f"slurm-ft-{name}", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(shared, wire.MAP_BYTES)
+        mem = mmap.mmap(shared, wire.MAP_BYTES)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", CHILD_SCRIPT, str(req_r), str(reply_w), str(shared)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=(req_r, reply_w, shared),
+            start_new_session=True,  # a terminal's ^C or a stop of the group is not for it
+        )
+    finally:
+        for fd in (req_r, reply_w, shared):
+            os.close(fd)
+    return proc, req_w, reply_r, mem

@@ -99,12 +99,12 @@ class StateDir:
 
     def succession_claim(self, run_id: str, epoch: int) -> Path:
         """Who hosts the launchers' store in ``epoch`` of attempt ``run_id``
-        (``records.SuccessionClaim``): made once, never replaced (``launch.succession``)."""
+        (``records.SuccessionClaim``): made once, never replaced (``launch.succession.rule``)."""
         return self.path / "succession" / f"{run_id}.epoch{epoch}.json"
 
     def succession_port(self, run_id: str, epoch: int) -> Path:
         """The port the successor's store of ``epoch`` listens on, written once it does, so
-        followers go straight to it (``launch.succession``); a hint, never trusted alone."""
+        followers go straight to it (``launch.succession.rule``); a hint, never trusted alone."""
         return self.path / "succession" / f"{run_id}.epoch{epoch}.port"
 
     @property
@@ -116,6 +116,12 @@ class StateDir:
     def progress_readings(self) -> Path:
         """Node 0's timed readings of the progress source (``records.ProgressReading``, JSON lines)."""
         return self.path / "progress" / "readings.jsonl"
+
+    @property
+    def snapshot_readings(self) -> Path:
+        """Node 0's timed readings of its newest snapshot step (``records.ProgressReading``,
+        JSON lines; ``launch.snapshots.readings``)."""
+        return self.path / "progress" / "snapshot-readings.jsonl"
 
     @property
     def error_files_dir(self) -> Path:

@@ -63,7 +63,7 @@ setup_venv() {
   fi
   "$VENV/bin/pip" install -q --disable-pip-version-check "${editable[@]}" "${mode[@]}" "${ROOT}[test]" 2>&1 \
     | grep -v 'is ignored' || true
-  "$VENV/bin/python" -c 'import slurm_ft, torch, numpy, yaml, rich, pynvml, pytest, hypothesis, fuse, mkdocs, material' \
+  "$VENV/bin/python" -c 'import slurm_ft, torch, numpy, yaml, rich, pynvml, pytest, xdist, hypothesis, fuse, mkdocs, material' \
     || { log "the venv $VENV is incomplete"; exit 1; }
 }
 

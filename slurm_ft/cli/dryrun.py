@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from slurm_ft.launch import cyclecount
+from slurm_ft.launch.books import cyclecount
 from slurm_ft.launch.rendezvous.jobsecret import SECRET_ENV, SECRET_FILE
 from slurm_ft.launch.workers.env import CycleEnv, launcher_vars
 

@@ -73,7 +73,7 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         print(f"{PROG}: note: {'; '.join(it.request.notes)}", file=sys.stderr)
     cfg = _agent_config(it.ns, env, job, settings, cwd)
     # Before anything looks at the state dir: on a dead mount that look would never return.
-    from slurm_ft.launch.stateio import unanswered
+    from slurm_ft.launch.books.stateio import unanswered
 
     dead = unanswered(cfg.state.path, cfg.job.node_name, cfg.settings.launch.write_timeout)
     if dead is not None:  # a dead mount: the node is unhealthy, not the input bad
@@ -294,7 +294,7 @@ def _step_killer(job: SlurmJob, env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _launch(cfg: AgentConfig) -> int:
-    from slurm_ft.launch import agent
+    from slurm_ft.launch.cycle import lifetime
     from slurm_ft.launch.output.eventlog import EventLog
 
     # torch's C++ warnings (connection retries, a vanished peer) would bury our own lines;
@@ -309,7 +309,7 @@ def _launch(cfg: AgentConfig) -> int:
     )
     collect_from_now_on()  # the cycles' garbage is the collector's again
     try:
-        ending = agent.run(cfg, events)
+        ending = lifetime.run(cfg, events)
     except BadInput:
         raise  # main says it
     except KeyboardInterrupt:

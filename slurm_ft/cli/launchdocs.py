@@ -10,7 +10,7 @@ relative to docs/reference/.
 
 from __future__ import annotations
 
-from slurm_ft.cli.launchoptions import GROUPS, Option, setting_defaults, shown_default
+from slurm_ft.cli.launchtable import GROUPS, Option, setting_defaults, shown_default
 
 MEANING: dict[str, str] = {
     "--nproc-per-node": (

@@ -141,6 +141,10 @@ def _selection(args: argparse.Namespace, logs: CycleLogs) -> tuple[select.Select
         except LogsError as exc:
             raise UsageError(str(exc)) from None
         ranks = on_nodes if ranks is None else ranks & on_nodes
+    elif ranks is not None:
+        # the nodes that held those ranks: over per-node files, only theirs are read
+        held = {logs.node_of(r) for r in ranks}
+        nodes = None if None in held else {n for n in held if n is not None}
     if args.grep is not None:
         try:
             re.compile(args.grep)

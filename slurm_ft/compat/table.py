@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_ft.compat.ftlauncher import FT_OPTIONS, Kind
+from slurm_ft.compat.fttable import FT_OPTIONS, Kind
 from slurm_ft.compat.torchrun import REFUSED
 
 START = "<!-- COMPAT:START -->"

@@ -33,7 +33,7 @@ class Companions:
     def _periodic_check(self, wake_fd: int) -> periodic.PeriodicCheck | None:
         """The GPU and storage checks while workers train, when asked for
         (``health.check_interval``) and selected; run in a thread, the same way as before
-        a join (``member.node_checks``)."""
+        a join (``nodehealth.node_checks``)."""
         cfg, hs = self.cfg, self.cfg.settings.health
         chosen = periodic.families(hs.checks)
         if not cfg.health_checks or hs.check_interval <= 0 or not chosen:

@@ -51,7 +51,7 @@ class AgentConfig:
     step_killer: tuple[str, ...] = ()
     auth: StoreAuth = field(default_factory=StoreAuth)  # the job secret, if any
     # The launcher (hostlist index) that hosts the store: node 0 until it is lost and a
-    # successor leads (``launch.succession``).
+    # successor leads (``launch.succession.rule``).
     store_host: int = 0
     # The node's snapshot area, made at the launcher's start (None: snapshots off or not yet made).
     snapshots: SnapshotEnv | None = None

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from slurm_ft.launch import policy
-from slurm_ft.launch.bookkeeping import RunSummary
+from slurm_ft.launch.books.bookkeeper import RunSummary
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client

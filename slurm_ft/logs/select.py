@@ -16,6 +16,7 @@ with ``^`` is checked line by line, which is slower).
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -348,24 +349,86 @@ def merged_blocks(paths: list[Path], sizes: list[int]) -> Iterator[bytes]:
 
 def merged_spans(spans: list[Span]) -> Iterator[bytes]:
     """The blocks of several files' spans, interleaved so that each is read at the pace of
-    its length: the next block always comes from the span least far through (each rank's
-    lines stay in order, since a rank's lines are all in one node's file)."""
+    its length: the next block always comes from the span least far through, the first
+    of them on a tie (each rank's lines stay in order, since a rank's lines are all in one
+    node's file). A heap picks it, so a merge of the 4,096 per-node files of a big job
+    costs a log of the files per block, not the files themselves (#45)."""
     if len(spans) == 1:
         one = spans[0]
         yield from read_blocks(one.path, start=one.start, end=one.end)
         return
-    readers = [read_blocks(s.path, MERGE_BLOCK_SIZE, s.start, s.end) for s in spans]
+    readers = [SpanReader(s, MERGE_BLOCK_SIZE) for s in spans]
+    buf = bytearray(2 * MERGE_BLOCK_SIZE)
     sizes = [s.length for s in spans]
     done = [0] * len(spans)
-    live = set(range(len(spans)))
-    while live:
-        k = min(live, key=lambda i: (done[i] / sizes[i]) if sizes[i] else 1.0)
-        block = next(readers[k], None)
+    heap = [(0.0 if sizes[k] else 1.0, k) for k in range(len(spans))]
+    heapq.heapify(heap)
+    while heap:
+        _, k = heap[0]
+        block = readers[k].next_block(buf)
         if block is None:
-            live.discard(k)
+            heapq.heappop(heap)
             continue
         done[k] += len(block) - 1
+        heapq.heapreplace(heap, ((done[k] / sizes[k]) if sizes[k] else 1.0, k))
         yield block
+
+
+class SpanReader:
+    """One span read a block at a time (the blocks of :func:`read_blocks`), its file open
+    only while a block is read: a merge of thousands of per-node files holds neither a
+    descriptor per file (a soft open-files limit of 1,024 is common) nor a buffer per
+    file, only each file's unfinished line. The merge's readers share one buffer (one
+    reads at a time), which each read fills after the carried line, as
+    :func:`read_blocks` does: a block is one copy out of it."""
+
+    def __init__(self, span: Span, block_size: int) -> None:
+        self.path = span.path
+        self.offset = span.start
+        self.left = -1 if span.end is None else span.end - span.start  # -1: to the end
+        self.block_size = block_size
+        self.carried = b""  # the unfinished line read so far
+        self.at_end = False
+
+    def next_block(self, buf: bytearray) -> bytes | None:
+        """The next block of whole lines (``\\n`` first and last), None after the last."""
+        while not self.at_end:
+            have = 1 + len(self.carried)
+            if len(buf) < have + self.block_size:
+                buf.extend(bytes(have + self.block_size - len(buf)))
+            buf[0:have] = b"\n" + self.carried
+            with memoryview(buf) as view:
+                filled = have + self._read_into(view[have : have + self.block_size])
+                cut = buf.rfind(b"\n", 0, filled)
+                if cut <= 0:  # no line finished yet
+                    self.carried = bytes(view[1:filled])
+                    continue
+                self.carried = bytes(view[cut + 1 : filled])
+                return bytes(view[: cut + 1])
+        if self.carried:  # an unterminated last line, given its newline
+            last, self.carried = self.carried, b""
+            return b"\n" + last + b"\n"
+        return None
+
+    def _read_into(self, room: memoryview) -> int:
+        """Up to a block of the span into ``room``; a short read that the file confirms is
+        its end sets ``at_end`` (so a small file is opened once)."""
+        want = len(room) if self.left < 0 else min(len(room), self.left)
+        got = 0
+        if want:
+            with open(self.path, "rb", buffering=0) as fh:
+                fh.seek(self.offset)
+                while got < want:
+                    n = fh.readinto(room[got:want])
+                    if not n:
+                        break
+                    got += n
+        if got < want or want == 0:
+            self.at_end = True
+        self.offset += got
+        if self.left > 0:
+            self.left -= got
+        return got
 
 
 # ---------------------------------------------------------------------- head / tail

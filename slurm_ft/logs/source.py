@@ -153,7 +153,7 @@ def open_job(path: Path, *, allow_empty: bool = False) -> Job:
     if not os.access(path, os.R_OK | os.X_OK):
         raise LogsError(f"state dir {path} is not readable")
     state = StateDir(path)
-    files = load.load(state)
+    files = load.load(state, accounting=False)
     if files.empty and not allow_empty:
         raise LogsError(f"{path} is not a slurm-ft state dir (no records in it)")
     return Job(state, files)

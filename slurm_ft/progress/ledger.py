@@ -232,7 +232,7 @@ def reset_hint(state_dir: Path) -> str:
 
 
 class LedgerFiles(Protocol):
-    """Where a launcher reads and writes its state dir (``launch.stateio.StateIO``: bounded
+    """Where a launcher reads and writes its state dir (``launch.books.stateio.StateIO``: bounded
     in time off local disks); the commands read and write the files themselves."""
 
     def read_bytes(self, path: Path) -> bytes | None: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slurm_ft.report.analysis import AttemptView, CycleSplit, CycleView, FailureView, FaultView, Report
+from slurm_ft.report.views import AttemptView, CycleSplit, CycleView, FailureView, FaultView, Report
 
 REPORT_VERSION = 1
 SCHEMA_FILE = "report.schema.json"

@@ -9,6 +9,7 @@ rest is still used. Formats stay with their owners (``launch/records.py``,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 from slurm_ft import progress
 from slurm_ft.records import (
+    SNAPSHOT_MARK,
     CycleRecord,
     DrillRecord,
     NodeSnapshots,
@@ -56,6 +58,7 @@ class StateFiles:
     drills: list[DrillRecord] = field(default_factory=list)  # faults slurm-ft-drill injected
     readings: list[ProgressReading] = field(default_factory=list)  # node 0's timed source readings
     snapshots: list[NodeSnapshots] = field(default_factory=list)  # each node's resumes, per cycle
+    snapshot_readings: list[ProgressReading] = field(default_factory=list)  # node 0's newest snapshot, timed
 
     @property
     def empty(self) -> bool:
@@ -213,8 +216,11 @@ def _files(directory: Path, pattern: str, problems: list[Unreadable]) -> list[Pa
         return []
 
 
-def load(state: StateDir) -> StateFiles:
-    """Every record of ``state``; never raises for the content of a file."""
+def load(state: StateDir, *, accounting: bool = True) -> StateFiles:
+    """Every record of ``state``; never raises for the content of a file. ``accounting``
+    False leaves out what only the report's accounting reads (drills, each node's snapshot
+    records, the timed readings): ``slurm-ft-logs`` reads cycles, not thousands of nodes'
+    snapshot records per cycle (#45)."""
     out = StateFiles(state.path)
     bad = out.unreadable
     for path in _files(state.cycles_dir, "cycle*.json", bad):
@@ -247,6 +253,18 @@ def load(state: StateDir) -> StateFiles:
         except _Bad as exc:
             bad.append(Unreadable(str(path), str(exc)))
 
+    if accounting:
+        _load_accounting(state, out)
+
+    try:
+        out.ledger = progress.load_ledger(state.ledger)
+    except progress.LedgerError as exc:
+        bad.append(Unreadable(str(state.ledger), _short_ledger_problem(str(exc))))
+    return out
+
+
+def _load_accounting(state: StateDir, out: StateFiles) -> None:
+    bad = out.unreadable
     for path in _files(state.drills_dir, "*.json", bad):
         try:
             out.drills.append(drill_from_json(_read_doc(path)))
@@ -261,21 +279,23 @@ def load(state: StateDir) -> StateFiles:
             bad.append(Unreadable(str(path), str(exc)))
     out.snapshots.sort(key=lambda s: (s.cycle, s.node))
 
+    out.readings = _readings(state.progress_readings, bad)
+    out.snapshot_readings = [
+        dataclasses.replace(r, mark=SNAPSHOT_MARK) for r in _readings(state.snapshot_readings, bad)
+    ]
+
+
+def _readings(path: Path, bad: list[Unreadable]) -> list[ProgressReading]:
     try:
-        raw = state.progress_readings.read_text(encoding="utf-8", errors="replace")
+        raw = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raw = ""
     except OSError as exc:
-        bad.append(Unreadable(str(state.progress_readings), f"cannot read: {exc.strerror or exc}"))
+        bad.append(Unreadable(str(path), f"cannot read: {exc.strerror or exc}"))
         raw = ""
-    out.readings, torn = readings_from_text(raw)
+    out, torn = readings_from_text(raw)
     if torn:
-        bad.append(Unreadable(str(state.progress_readings), f"{torn} line(s) are not readings: skipped"))
-
-    try:
-        out.ledger = progress.load_ledger(state.ledger)
-    except progress.LedgerError as exc:
-        bad.append(Unreadable(str(state.ledger), _short_ledger_problem(str(exc))))
+        bad.append(Unreadable(str(path), f"{torn} line(s) are not readings: skipped"))
     return out
 
 

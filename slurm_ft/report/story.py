@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurm_ft.records import CycleRecord, LogFile
-from slurm_ft.report.analysis import CycleView, Report
 from slurm_ft.report.load import StateFiles
+from slurm_ft.report.views import CycleView, Report
 
 INDENT = " " * 9
 

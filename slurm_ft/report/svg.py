@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from html import escape
 
-from slurm_ft.report.analysis import AttemptView, CycleView, Report
 from slurm_ft.report.text import goodput_text, seconds, total_rows, when
+from slurm_ft.report.views import AttemptView, CycleView, Report
 
 WIDTH = 960
 LEFT = 80
@@ -44,7 +44,7 @@ COLOURS = {
     "running": "#757575",
 }
 OTHER = "#757575"
-# Inside a cycle cut by timed readings (analysis.CycleSplit); the outcome stays as a band on top.
+# Inside a cycle cut by timed readings (views.CycleSplit); the outcome stays as a band on top.
 PARTS = {
     "startup": ("#90a4ae", "start-up"),
     "kept": ("#43a047", "kept training"),

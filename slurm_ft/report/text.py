@@ -7,14 +7,27 @@ rich is imported when a report is printed, not when the package is: ``--json`` a
 from __future__ import annotations
 
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from slurm_ft.records import FailureKind
-from slurm_ft.report.analysis import Report, Totals
+from slurm_ft.report.views import CycleView, Report, Totals
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # A terminal table of hundreds of cycles is neither readable nor quick (rich needs about
 # 1.5 ms a row); the causes and the totals cover them all.
 MAX_CYCLE_ROWS = 40
+CYCLE_COLUMNS = (
+    "cycle",
+    "attempt",
+    "start (UTC)",
+    "duration",
+    "outcome",
+    "progress",
+    "first failure",
+    "nodes",
+)
 _OUTCOME_STYLE = {
     "succeeded": "green",
     "finished": "green",
@@ -146,12 +159,34 @@ def fault_table(report: Report) -> object:
 
 def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     console = Console(file=out, highlight=False, soft_wrap=False, width=width)
-    t = report.totals
     console.print(Text(f"slurm-ft report: {report.state_dir}", style="bold"))
+    console.print(attempts_table(report))
+    for a in report.attempts:
+        if a.lost_nodes:
+            console.print(f"lost in attempt {a.attempt}: {', '.join(a.lost_nodes)}", markup=False)
+    console.print(
+        cycles_table(report) if report.cycles else "no cycle ran: no worker was started", markup=False
+    )
+    console.print(totals_table(report.totals))
+    for line in summary_lines(report):
+        console.print(line, markup=False)
+    if report.faults:
+        console.print(fault_table(report))
+    _print_causes_and_nodes(console, report)
+    for u in report.unhealthy:
+        console.print(f"unhealthy: {u.node} at {when(u.time)}: {u.reason}", markup=False)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+    for bad in report.unreadable:
+        console.print(Text(f"could not read {bad.path}: {bad.problem}", style="red"))
+
+
+def attempts_table(report: Report) -> object:
+    from rich.table import Table
+    from rich.text import Text
 
     attempts = Table(title="attempts", title_justify="left")
     for name in ("attempt", "start (UTC)", "end", "duration", "cycles", "outcome", "reason"):
@@ -167,10 +202,34 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
             Text(outcome, style=_style(a.outcome)),
             a.reason,
         )
-    console.print(attempts)
-    for a in report.attempts:
-        if a.lost_nodes:
-            console.print(f"lost in attempt {a.attempt}: {', '.join(a.lost_nodes)}", markup=False)
+    return attempts
+
+
+def failure_cell(c: CycleView) -> str:
+    """A cycle's first failure in a few words: a worker's rank and how it ended, with its
+    exception's last line."""
+    f = c.failure
+    if f is None:
+        return "-"
+    failure = f.description
+    if f.kind == FailureKind.WORKER.value:
+        how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
+        failure = f"rank {f.rank} on {f.node}: {how}"
+    if f.exception:
+        failure += f"\n{f.exception}"
+    return failure
+
+
+def progress_cell(c: CycleView) -> str:
+    if c.progressed is None:
+        return "?"
+    return f"{c.iteration_start}→{c.iteration_end}" if c.iteration_end is not None else "no"
+
+
+def cycles_table(report: Report) -> object:
+    """The last :data:`MAX_CYCLE_ROWS` cycles (all of them in ``--json``)."""
+    from rich.table import Table
+    from rich.text import Text
 
     shown = report.cycles[-MAX_CYCLE_ROWS:]
     hidden = len(report.cycles) - len(shown)
@@ -188,30 +247,22 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
     ):
         cycles.add_column(name, overflow="fold")
     for c in shown:
-        f = c.failure
-        failure = "-"
-        if f is not None:
-            failure = f.description
-            if f.kind == FailureKind.WORKER.value:
-                how = f"killed by {f.signal}" if f.signal else f"exit code {f.exit_code}"
-                failure = f"rank {f.rank} on {f.node}: {how}"
-            if f.exception:
-                failure += f"\n{f.exception}"
-        if c.progressed is None:
-            prog = "?"
-        else:
-            prog = f"{c.iteration_start}→{c.iteration_end}" if c.iteration_end is not None else "no"
         cycles.add_row(
             str(c.cycle),
             str(c.attempt),
             when(c.start),
             seconds(c.duration),
             Text(c.outcome, style=_style(c.outcome)),
-            prog,
-            failure,
+            progress_cell(c),
+            failure_cell(c),
             ",".join(c.nodes) or "-",
         )
-    console.print(cycles if report.cycles else "no cycle ran: no worker was started", markup=False)
+    return cycles
+
+
+def totals_table(t: Totals) -> object:
+    from rich.table import Table
+    from rich.text import Text
 
     totals = Table(title="where the time went", title_justify="left")
     totals.add_column("")
@@ -220,29 +271,35 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
     for row in total_rows(t):
         totals.add_row(*row)
     totals.add_row(Text("wall clock", style="bold"), seconds(t.wall_clock_s), "100 %")
-    console.print(totals)
+    return totals
+
+
+def summary_lines(report: Report) -> list[str]:
+    """The goodput line, the lost work's split at the snapshots, and each snapshot restore."""
+    t = report.totals
     lost = "unknown" if t.work_lost_iterations is None else f"{t.work_lost_iterations} iterations"
-    console.print(
+    out = [
         f"goodput: {goodput_text(t)}   work lost: {lost}   attempts: {t.attempts} "
-        f"(requeues {t.requeues})   cycles: {t.cycles} (restarts {t.restarts})   failures: {t.failures}",
-        markup=False,
-    )
+        f"(requeues {t.requeues})   cycles: {t.cycles} (restarts {t.restarts})   failures: {t.failures}"
+    ]
     if t.lost_since_snapshot_s is not None:
-        kept = t.lost_work_s - t.lost_since_snapshot_s
-        console.print(
-            f"work lost after the last checkpoint: {seconds(t.lost_work_s)}, of which "
-            f"{seconds(t.lost_since_snapshot_s)} since the last snapshot (the rest, {seconds(kept)}, "
-            "the snapshots kept)",
-            markup=False,
+        held = t.lost_work_s - t.lost_since_snapshot_s
+        out.append(
+            f"work lost after the last step kept (checkpoint or snapshot resumed from): "
+            f"{seconds(t.lost_work_s)}, of which {seconds(t.lost_since_snapshot_s)} since the newest "
+            f"snapshot (the rest, {seconds(held)}, a snapshot held that the job did not resume from)"
         )
-    for r in report.snapshot_restores:
-        console.print(
-            f"snapshot restore: cycle {r.cycle} at {when(r.time)} resumed at step {r.step} "
-            f"({', '.join(r.sources)})",
-            markup=False,
-        )
-    if report.faults:
-        console.print(fault_table(report))
+    out += [
+        f"snapshot restore: cycle {r.cycle} at {when(r.time)} resumed at step {r.step} "
+        f"({', '.join(r.sources)})"
+        for r in report.snapshot_restores
+    ]
+    return out
+
+
+def _print_causes_and_nodes(console: Console, report: Report) -> None:
+    from rich.text import Text
+
     if report.top_causes:
         console.print(Text("top failure causes", style="bold"))
         for k in report.top_causes:
@@ -259,9 +316,3 @@ def render(report: Report, out: IO[str], *, width: int | None = None) -> None:
             if n.unhealthy:
                 parts.append(f"unhealthy in {n.unhealthy} attempt(s)")
             console.print(f"  {n.node}: {n.failures} failures ({'; '.join(parts)})", markup=False)
-    for u in report.unhealthy:
-        console.print(f"unhealthy: {u.node} at {when(u.time)}: {u.reason}", markup=False)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False)
-    for bad in report.unreadable:
-        console.print(Text(f"could not read {bad.path}: {bad.problem}", style="red"))

@@ -5,7 +5,9 @@ Each key (a rank's shard, or the node's one copy of replicated state) has two sl
 tensors' bytes, each 64-byte aligned, then the pickled skeleton (the state with every
 tensor replaced by a reference to its bytes). The writer always fills the slot that does
 not hold the newest complete snapshot, so the newest one is never touched while it is
-the newest.
+the newest. A slot file a sender holds still (:mod:`slurm_ft.snapshot.ship`) is not
+rewritten either: the writer unlinks it (the sender keeps reading it) and fills a new file
+in its place, so a key always has its two newest snapshots where readers look.
 
 Whole or invisible: the header's last 16 bytes are the seal, a generation and a CRC-32
 of the header's fields and that generation. The writer zeroes the seal before it touches

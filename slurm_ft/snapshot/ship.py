@@ -8,17 +8,23 @@ key's older slot's place (reserve, copy, seal last) and seals it only when the l
 CRC and the sender's word all agree: a stream cut, corrupted or torn at the source leaves
 the receiving area as it was.
 
-The sender reads the slot without any lock (the trainer's snapshot call never waits on a
-transfer) and looks at its seal before every piece: once the trainer starts rewriting that
-slot the snapshot is superseded, and the sender stops at once (an empty piece, then TORN)
-instead of shipping the rest of a copy nobody will use. Works over any file object: a
-file, a pipe, ``socket.makefile``. Standard library only (the launcher ships bytes, it
+The sender holds the slot's file still while it sends (a shared ``flock`` on it, taken
+only once its seal names the snapshot): the trainer's writer, finding the slot it would
+fill held, puts a new file in its place and fills that, so the held one stays whole,
+unlinked, until the last byte left, and the trainer's snapshot call never waits on a
+transfer however long it takes (issue #44: unheld, a copy slower than the interval
+between two snapshots was superseded every time and no replica ever landed). A slot the
+trainer was already filling is not held (the copy is superseded at once: the newer one
+goes next); the seal is still looked at before every piece, so nothing that rewrote a
+file in place unnoticed could pass as whole. Works over any file object: a file, a pipe,
+``socket.makefile``. Standard library only (the launcher ships bytes, it
 never needs torch for it).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 import struct
@@ -102,7 +108,12 @@ def send(info: reader.SnapshotInfo, out: BinaryIO, *, bound: Bound | None = None
     view = memoryview(bytearray(min(_PIECE, size)))  # one buffer for every piece
     try:
         raw_header = os.pread(fd, layout.HEADER_SIZE, 0)
-        still = _is(raw_header, info)
+        still = _is(raw_header, info) and _hold(fd)
+        if still:  # held now: the seal read before the hold must still be the slot's
+            raw_header = os.pread(fd, layout.HEADER_SIZE, 0)
+            still = _is(raw_header, info)
+        if not still:  # the slot is being filled, or is a new file: say TORN after info's header
+            raw_header = _header_of(info)
         crc = zlib.crc32(raw_header)
         out.write(_PREAMBLE.pack(SHIP_MAGIC, size) + raw_header)
         sent = len(raw_header)
@@ -118,13 +129,31 @@ def send(info: reader.SnapshotInfo, out: BinaryIO, *, bound: Bound | None = None
             clock.check(sent, size)
             still = _is(os.pread(fd, layout.HEADER_SIZE, 0), info)
     finally:
-        os.close(fd)
+        os.close(fd)  # drops the hold: the trainer's writer fills this slot's place again
     whole = still and sent == size
     if not whole:
         out.write(_PIECE_LEN.pack(0))
     out.write(_TRAILER.pack(_DONE if whole else _TORN, crc))
     out.flush()
     return Sent(_PREAMBLE.size + sent + _TRAILER.size, whole)
+
+
+def _hold(fd: int) -> bool:
+    """Hold the slot's file still (shared: a replica and a fetch may send one slot at
+    once); False while the trainer's writer holds it (it is filling it: superseded)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _header_of(info: reader.SnapshotInfo) -> bytes:
+    """The sealed header ``info`` describes, for a stream that stops at once: whatever the
+    slot holds now (half written, empty) the receiver reads a header and then the TORN."""
+    fields = layout.encode_fields(info.header)
+    padding = bytes(layout.SEAL_OFFSET - len(fields))
+    return fields + padding + layout.encode_seal(fields, info.generation)
 
 
 def _is(raw_header: bytes, info: reader.SnapshotInfo) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import fcntl
 import io
 import mmap
 import os
@@ -162,6 +163,19 @@ class _Mapped:
             pass
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
 
+    def hold(self) -> bool:
+        """Hold the slot's file for this write (exclusive, never waiting); False while a
+        sender holds it still (:func:`slurm_ft.snapshot.ship.pinned`). Closing the file or
+        :meth:`let_go` drops the hold."""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def let_go(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
@@ -236,9 +250,21 @@ class SlotWriter:
             slot.follow_path()
         gens = [s.generation() for s in self._slots]
         target = self._slots[0 if gens[0] <= gens[1] else 1]
-        if target.path in self._lent:
+        if target.path in self._lent or not target.hold():
+            # lent to a mapped restore, or held still by a sender (a replica, a fetch): the
+            # old file stays whole for them, unlinked, and this write goes to a new one
             self._lent.discard(target.path)
             target.new_inode()
+            if not target.hold():  # a sender holds only sealed files: not reached, but never waited on
+                return Result(Outcome.BUSY, size=laid.file_size)
+        try:
+            return self._write_held(step, laid, on_chunk, target, max(gens) + 1)
+        finally:
+            target.let_go()
+
+    def _write_held(
+        self, step: int, laid: Plan, on_chunk: ChunkHook | None, target: _Mapped, generation: int
+    ) -> Result:
         target.unseal()
         refused = self._reserve(target, laid.file_size)
         if refused is not None:
@@ -266,7 +292,7 @@ class SlotWriter:
         view[: len(fields)] = fields
         if on_chunk is not None:
             on_chunk(_chunk_count(laid))
-        view[layout.SEAL_OFFSET : layout.HEADER_SIZE] = layout.encode_seal(fields, max(gens) + 1)
+        view[layout.SEAL_OFFSET : layout.HEADER_SIZE] = layout.encode_seal(fields, generation)
         return Result(Outcome.KEPT, size=laid.file_size)
 
     def _reserve(self, target: _Mapped, size: int) -> Result | None:

@@ -48,7 +48,7 @@ def test_every_option_has_a_line_in_the_reference(prog: str) -> None:
 
 
 def test_every_launcher_option_of_its_own_has_a_meaning() -> None:
-    from slurm_ft.cli.launchoptions import GROUPS, TORCHRUN, WHAT_TO_RUN
+    from slurm_ft.cli.launchtable import GROUPS, TORCHRUN, WHAT_TO_RUN
 
     own = [o for g in GROUPS if g not in (TORCHRUN, WHAT_TO_RUN) for o in g.options]
     missing = [
@@ -58,7 +58,7 @@ def test_every_launcher_option_of_its_own_has_a_meaning() -> None:
 
 
 def test_meanings_name_options_that_exist() -> None:
-    from slurm_ft.cli.launchoptions import GROUPS
+    from slurm_ft.cli.launchtable import GROUPS
 
     launch = {f for g in GROUPS for o in g.options for f in o.flags}
     assert set(launchdocs.MEANING) <= launch, set(launchdocs.MEANING) - launch

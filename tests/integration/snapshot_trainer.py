@@ -6,9 +6,10 @@ collectives, so a fault of one rank is all a test needs to stage). After every o
 step it logs the step and a hash of its parameters and optimizer state, then hands that
 state to ``worker.snapshot``; on start it restores the newest snapshot (else its own disk
 checkpoint, taken every ``--ckpt-every`` steps) and logs where it resumed from with the
-hash of what it restored. The tests compare that hash with the one logged at the step it
-resumed at. In the first cycle, a chosen rank can be SIGKILLed or hang (it stops calling
-``worker.heartbeat``) after a chosen step.
+hash of what it restored (each event with its time, for the report's test). The tests
+compare that hash with the one logged at the step it resumed at. In the first cycle, a
+chosen rank can be SIGKILLed or hang (it stops calling ``worker.heartbeat``) after a
+chosen step.
 """
 
 from __future__ import annotations
@@ -84,7 +85,14 @@ def main() -> int:
         step, source = doc["step"], "checkpoint"
     _log(
         log,
-        {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": state_hash(model, opt)},
+        {
+            "event": "resume",
+            "cycle": cycle,
+            "source": source,
+            "step": step,
+            "hash": state_hash(model, opt),
+            "time": time.time(),
+        },
     )
 
     while step < a.steps:
@@ -95,7 +103,16 @@ def main() -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": state_hash(model, opt)})
+        _log(
+            log,
+            {
+                "event": "step",
+                "cycle": cycle,
+                "step": step,
+                "hash": state_hash(model, opt),
+                "time": time.time(),
+            },
+        )
         kept = worker.snapshot(step, {"model": model.state_dict(), "opt": opt.state_dict()})
         if not kept:
             _log(log, {"event": "refused", "cycle": cycle, "step": step})

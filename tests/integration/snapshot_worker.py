@@ -2,6 +2,7 @@
 on stdin, one answer per line on stdout (so a test drives real processes step by step):
 
     snap STEP [replicated]   -> "snap STEP True|False"
+    run FIRST LAST           -> "ran LAST TAKEN": a snapshot of every step, back to back
     restore [mapped]         -> "restored STEP SOURCE WHOLE" or "restored None"
     kept                     -> "kept STEP WHOLE": the last restored state, read again now
     exit
@@ -61,6 +62,10 @@ def main() -> int:
             step = int(words[1])
             taken = worker.snapshot(step, state_of(step, args.mib), replicated="replicated" in words[2:])
             print(f"snap {step} {taken}", flush=True)
+        elif words[0] == "run":
+            first, last = int(words[1]), int(words[2])
+            taken = sum(worker.snapshot(s, state_of(s, args.mib)) for s in range(first, last + 1))
+            print(f"ran {last} {taken}", flush=True)
         elif words[0] == "restore":
             got = kept = worker.restore_snapshot(mapped="mapped" in words[1:])
             if got is None:

@@ -26,7 +26,10 @@ def echo(job_tmp, *extra: str) -> list[str]:
 @pytest.mark.timeout(120)
 def test_two_jobs_with_clashing_ports_on_one_host_both_finish(tmp_path):
     port = free_port()
-    first = SimJob(tmp_path / "a", 2, BASE, echo(tmp_path / "a", "--steps", "40"), job_id="4242", port=port)
+    # job a trains for 20 s: it must still hold its store when b's node 0 comes up, which
+    # takes seconds on a loaded host (0.4 s of steps was over before b's launcher started)
+    first_worker = echo(tmp_path / "a", "--steps", "100", "--step-time", "0.2")
+    first = SimJob(tmp_path / "a", 2, BASE, first_worker, job_id="4242", port=port)
     second = SimJob(tmp_path / "b", 2, BASE, echo(tmp_path / "b"), job_id="14242", port=port)
     try:
         first.start()

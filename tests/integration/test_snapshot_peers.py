@@ -242,6 +242,52 @@ def test_the_pusher_sends_only_the_newest_snapshot_at_the_lowest_priority(
         server.close()
 
 
+def test_replicas_land_while_the_trainer_snapshots_many_times_during_each_copy(
+    tmp_path: Path, trainers: list[Trainer]
+) -> None:
+    """Issue #44: a copy slower than the interval between snapshots used to be superseded
+    every time (no replica ever landed). The slot being sent is held still, the trainer
+    snapshotting into a new file in its place, so each copy lands, whole, and the
+    replica's step advances."""
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+    from tests.integration.snapshot_worker import whole
+    from tests.support.slowlink import SlowLink
+
+    mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
+    lines: list[str] = []
+    server = peer.PeerServer(theirs, SECRET, host="127.0.0.1", max_size=1 << 30, event=lines.append)
+    link = SlowLink(peer.Address("127.0.0.1", server.port), bytes_per_s=8 << 20)  # 4 MiB: 0.5 s a copy
+    pusher = ReplicaPusher(mine, SECRET, poll_s=0.001, event=lines.append)
+    try:
+        t = start(trainers, mine, rank=0, world=2, cycle=1, mib=4)
+        pusher.aim(link.address)
+        landed: list[int] = []
+        step, taken = 0, 0
+        deadline = time.monotonic() + 120
+        while pusher.counts.kept < 4 and time.monotonic() < deadline:
+            words = t.ask(f"run {step + 1} {step + 10}").split()  # ten snapshots back to back
+            step, taken = step + 10, taken + int(words[2])
+            replica = reader.newest(theirs, "rank-00000")
+            if replica is not None and (not landed or replica.step != landed[-1]):
+                landed.append(replica.step)
+        assert pusher.counts.kept >= 4, (landed, step, pusher.counts)
+        assert landed == sorted(set(landed)) and len(landed) >= 2  # the replica's step advances
+        assert taken == step  # the trainer never skipped a snapshot for a send
+        # copies that spanned three snapshots or more (both slots rewritten meanwhile) landed:
+        # without the hold every one of them was superseded
+        assert pusher.counts.behind >= 2, pusher.counts
+        assert [i.step for i in reader.complete_slots(mine, "rank-00000")] == [step, step - 1]
+        for info in reader.complete_slots(theirs, "rank-00000"):  # both replicas whole, of their step
+            assert info.header.origin is layout.Origin.REPLICA
+            assert whole(info.step, reader.load(info, copy=True))
+        t.finish()
+    finally:
+        pusher.close()
+        link.close()
+        server.close()
+    assert [line for line in lines if "fall behind" not in line] == []
+
+
 def test_a_replica_torn_mid_copy_is_never_used(tmp_path: Path, trainers: list[Trainer]) -> None:
     mine, theirs = _area(tmp_path, "n0"), _area(tmp_path, "n1")
     lines: list[str] = []

@@ -3,6 +3,7 @@ streams that must be refused: cut, corrupted, or torn at the source."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import threading
@@ -112,7 +113,7 @@ def test_a_slot_rewritten_while_it_is_sent_is_refused_on_arrival(
         ship.receive(other_area, io.BytesIO(_shipped(fresh)), origin=layout.Origin.PEER, max_size=4096)
 
 
-def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
+def test_a_slot_being_sent_is_held_still_while_the_trainer_snapshots_into_a_new_file(
     snap_area: Path, other_area: Path, trainers: list[Trainer]
 ) -> None:
     t = start(trainers, snap_area, rank=2, world=4, cycle=1, mib=20)  # three pieces of 8 MiB
@@ -122,7 +123,7 @@ def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
 
     class Rewritten(io.BytesIO):
         """The stream to the next node; once the first piece has left, the trainer writes
-        two more snapshots (the second into the slot being sent)."""
+        two more snapshots (the second where the slot being sent is)."""
 
         pieces = 0
 
@@ -136,11 +137,20 @@ def test_a_send_stops_at_the_next_piece_once_the_trainer_rewrites_the_slot(
 
     out = Rewritten()
     sent = ship.send(info, out)
-    assert not sent.whole and out.pieces == 1  # stopped before reading the second piece
-    assert sent.size < info.header.file_size / 2
-    with pytest.raises(ship.Superseded, match="rewritten while it was sent"):
-        ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
-    assert reader.describe(other_area) == [] and areas.held(other_area) == 0
+    assert sent.whole and out.pieces == 3  # the whole of step 1, though its slot's place now holds 3
+    # the trainer's two newest where readers look: step 3 went to a new file, step 1's is gone
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [3, 2]
+    assert areas.held(snap_area) == 2 * info.header.file_size  # the held file, unlinked, is not counted
+    got = ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
+    assert got.step == 1 and whole_in(got)
+    assert t.ask("snap 4") == "snap 4 True"  # into its older slot, in place
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [4, 3]
+
+
+def whole_in(info: reader.SnapshotInfo) -> bool:
+    from tests.integration.snapshot_worker import whole
+
+    return whole(info.step, reader.load(info, copy=True))
 
 
 def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_its_area(
@@ -162,3 +172,37 @@ def test_a_trainer_goes_on_writing_where_readers_look_after_a_copy_arrives_in_it
         (3, layout.Origin.WRITTEN),
         (50, layout.Origin.PEER),
     ]
+
+
+def test_a_persist_and_a_send_hold_one_slot_at_once_and_the_trainer_never_waits(
+    snap_area: Path, other_area: Path, trainers: list[Trainer]
+) -> None:
+    t = start(trainers, snap_area, rank=2, world=4, cycle=1, mib=20)  # three pieces of 8 MiB
+    assert [t.ask(f"snap {s}") for s in (1, 2)] == ["snap 1 True", "snap 2 True"]
+    with contextlib.ExitStack() as persist:
+        info = persist.enter_context(reader.held_still(snap_area, KEY, wait_s=5))
+        assert info is not None and info.step == 2
+
+        class Midway(io.BytesIO):
+            """Once the first piece has left: a snapshot while the persist holds the key
+            (skipped), the persist done, then two (the second where the slot being sent is)."""
+
+            pieces = 0
+
+            def write(self, data: object) -> int:
+                n = super().write(data)  # type: ignore[call-overload]
+                if n >= 1 << 20:
+                    self.pieces += 1
+                    if self.pieces == 1:
+                        assert info is not None and whole_in(info)  # the persist's read, beside the send
+                        assert t.ask("snap 3") == "snap 3 False"
+                        persist.close()
+                        assert [t.ask(f"snap {s}") for s in (4, 5)] == ["snap 4 True", "snap 5 True"]
+                return int(n)
+
+        out = Midway()
+        sent = ship.send(info, out)
+    assert sent.whole and out.pieces == 3
+    assert [i.step for i in reader.complete_slots(snap_area, KEY)] == [5, 4]
+    got = ship.receive(other_area, io.BytesIO(out.getvalue()), origin=layout.Origin.REPLICA, max_size=1 << 30)
+    assert got.step == 2 and whole_in(got)

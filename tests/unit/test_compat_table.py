@@ -15,7 +15,7 @@ from slurm_ft.cli.launchoptions import interpret
 from slurm_ft.cli.usage import UsageError
 from slurm_ft.compat import table
 from slurm_ft.compat.errors import CompatError
-from slurm_ft.compat.ftlauncher import Kind
+from slurm_ft.compat.fttable import Kind
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -158,7 +158,16 @@ def test_no_arrow_climbs() -> None:
 
 # The launcher's roles: what runs a cycle. Hang detection (launch/hang/) gives them verdicts
 # and readings and never calls back up into them.
-ROLE_NAMES = ("agent", "member", "coordinator", "storeloss", "handover", "farewell", "wayout", "companions")
+ROLE_NAMES = (
+    "cycle.agent",
+    "roles.member",
+    "roles.coordinator",
+    "succession.storeloss",
+    "succession.handover",
+    "farewell",
+    "wayout",
+    "companions",
+)
 ROLES = {f"slurm_ft.launch.{name}" for name in ROLE_NAMES}
 
 

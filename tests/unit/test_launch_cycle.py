@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from slurm_ft import config
-from slurm_ft.launch import agent as agent_mod
-from slurm_ft.launch.agent import Agent, Phase, Seams
-from slurm_ft.launch.context import AgentConfig
+from slurm_ft.launch.context import AgentConfig, run_id_for
+from slurm_ft.launch.cycle import lifetime
+from slurm_ft.launch.cycle.agent import Agent, Phase, Seams
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.localstore import LocalStore
 from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, Keys
-from slurm_ft.launch.rendezvous.stores import LocalStore
 from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.slurm import SlurmJob
@@ -122,7 +122,7 @@ class Cycle:
             python="python3",
             cwd=str(self.tmp),
             health_checks="health.checks" in self.settings,
-            run_id=agent_mod.run_id_for(job),
+            run_id=run_id_for(job),
             signals=SIGNALS,
             step_killer=self.step_killer,
         )
@@ -153,7 +153,7 @@ class Cycle:
     @staticmethod
     def _drive(node: Node) -> None:
         try:
-            node.ending = agent_mod.drive(node.agent)
+            node.ending = lifetime.drive(node.agent)
         except BaseException as exc:
             node.error = exc
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft import config
-from slurm_ft.cli import launchdocs, launchoptions
+from slurm_ft.cli import launchdocs, launchoptions, launchtable
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "slurm-ft-launch.md"
 CYCLE_LOGS = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cycle-logs.md"
@@ -48,7 +48,7 @@ def test_every_option_has_help():
 def test_every_setting_option_names_its_true_default():
     defaults = config.as_dict(config.Settings())
     text = helps()
-    for group in launchoptions.GROUPS:
+    for group in launchtable.GROUPS:
         for option in group.options:
             if option.setting is None or option.default is not None:
                 continue
@@ -70,7 +70,7 @@ def test_defaults_the_issue_found_missing_are_named(name):
 
 def test_help_is_grouped_like_the_docs():
     text = launchoptions.build_parser().format_help()
-    for group in launchoptions.GROUPS:
+    for group in launchtable.GROUPS:
         assert f"\n{group.title}:\n" in text, group.title
     assert "--nproc_per_node" not in text  # torchrun's spellings work but are not listed twice
 
@@ -91,7 +91,7 @@ def test_docs_option_table_is_rendered_from_the_options():
 def test_the_logs_section_table_agrees_with_the_options_on_defaults():
     """The per-cycle logs guide's table of launcher options is prose, but its defaults are
     the options' own."""
-    from slurm_ft.cli.launchoptions import GROUPS, setting_defaults, shown_default
+    from slurm_ft.cli.launchtable import GROUPS, setting_defaults, shown_default
 
     page = CYCLE_LOGS.read_text()
     section = page.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import cyclecount, policy
+from slurm_ft.launch import policy
+from slurm_ft.launch.books import cyclecount
 from slurm_ft.launch.workers import process as workers
 from slurm_ft.launch.workers.layout import Entry
 from slurm_ft.records import Failure, FailureKind

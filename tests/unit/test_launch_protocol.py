@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from slurm_ft.launch.rendezvous import background, stores
+from slurm_ft.launch.rendezvous import background, localstore, stores
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.records import Failure, FailureKind
@@ -141,7 +141,7 @@ def test_local_store_behaves_like_tcpstore():
     import torch.distributed as dist
 
     real = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=5), wait_for_workers=False)
-    assert _ops(stores.LocalStore().connect()) == _ops(real)
+    assert _ops(localstore.LocalStore().connect()) == _ops(real)
 
 
 def test_halt_waiter_wakes_the_main_loop_at_once():

@@ -150,7 +150,7 @@ def test_without_snapshots_the_guard_judges_as_before():
 
 
 def test_lost_work_is_split_at_the_snapshot_the_job_resumed_from():
-    from slurm_ft.report.analysis import lost_since_snapshot
+    from slurm_ft.report.snapshots import lost_since_snapshot
 
     # 30 s lost after the checkpoint of step 100 at 0.2 s/step; resumed from step 248:
     # 29.6 s were kept by the snapshot, 0.4 s (two steps) are really lost
@@ -161,7 +161,8 @@ def test_lost_work_is_split_at_the_snapshot_the_job_resumed_from():
 
 
 def test_the_timeline_shows_the_cycles_that_resumed_from_snapshots():
-    from slurm_ft.report.analysis import CycleView, snapshot_restores
+    from slurm_ft.report.snapshots import snapshot_restores
+    from slurm_ft.report.views import CycleView
 
     def cycle(n: int) -> CycleView:
         return CycleView(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_ft.launch.agent import Phase
+from slurm_ft.launch.cycle.agent import Phase
 from tests.support.waiting import wait_until
 from tests.unit.test_launch_cycle import Cycle
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -151,3 +152,57 @@ def test_merging_per_node_files_keeps_every_line_and_each_ranks_order(tmp_path, 
 )
 def test_the_text_every_match_contains_is_found_or_none(pattern, literal):
     assert select.required_literal(pattern) == literal
+
+
+def test_merging_thousands_of_node_files_holds_no_file_open_between_blocks(tmp_path):
+    """A 4,096-node job's per-node files (#45): a merge that kept each file open until it
+    was done held them all at once, 'Too many open files' under the common soft limit of
+    1,024 (and a half-MiB buffer each: 2 GiB)."""
+    paths = []
+    for k in range(1500):
+        path = tmp_path / f"job_cycle0.node{k}.log"
+        ranks = (2 * k, 2 * k + 1)
+        path.write_bytes(
+            b"".join(logline.rank_prefix(r, 4) + b"step %d\n" % s for s in range(3) for r in ranks)
+        )
+        paths.append(path)
+    paths[-1].write_bytes(paths[-1].read_bytes()[:-1])  # an unterminated last line
+    sizes = [p.stat().st_size for p in paths]
+    fds = Path("/proc/self/fd")
+    before = len(list(fds.iterdir()))
+    most, lines = 0, []
+    for block in select.merged_blocks(paths, sizes):
+        most = max(most, len(list(fds.iterdir())) - before)
+        lines += block[1:].split(b"\n")[:-1]
+    assert most <= 0
+    assert len(lines) == 1500 * 6
+    assert logline.rank_prefix(2999, 4) + b"step 2" in lines  # the unterminated one, whole
+
+
+def test_rank_reads_only_the_files_of_the_nodes_that_held_it(tmp_path):
+    """Over per-node files ``--rank`` opens the files of its ranks' nodes alone, as
+    ``--node`` does (#45: at 4,096 nodes, reading every file for one rank took 3.5 s)."""
+    import subprocess
+    import sys
+
+    from slurm_ft import records
+    from slurm_ft.statedir import StateDir
+
+    state = StateDir(tmp_path / "state")
+    nodes = ["n0", "n1", "n2"]
+    files = [
+        records.LogFile(str(tmp_path / f"job_cycle0.node{k}.log"), name, k) for k, name in enumerate(nodes)
+    ]
+    for k, f in enumerate(files):
+        Path(f.path).write_bytes(b"".join(logline.rank_prefix(4 * k + i, 2) + b"hello\n" for i in range(4)))
+    rec = records.CycleRecord(
+        cycle=0, attempt=0, restart=0, run_id="r", run_uuid="u" * 32, start_time=1.0, nodes=nodes,
+        world_size=12, nproc_per_node=4, master_addr="n0", master_port=1,
+        log_files=[f.to_json() for f in files],
+    )  # fmt: skip
+    records.write(state.cycle_record(0), rec)
+    Path(files[0].path).unlink()  # node n0's file is gone: rank 5 ran on n1
+    cmd = [sys.executable, "-m", "slurm_ft.cli.logs", "--state-dir", str(state.path), "--rank", "5"]
+    got = subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+    assert got.stderr == b""
+    assert got.stdout == logline.rank_prefix(5, 2) + b"hello\n"

@@ -9,7 +9,7 @@ import pytest
 
 from slurm_ft.progress.ledger import CycleEntry, Ledger, StopEntry
 from slurm_ft.records import CycleOutcome, CycleRecord, Failure, FailureKind, OutcomeRecord
-from slurm_ft.report import analysis, jsonout, load, svg
+from slurm_ft.report import causes, jsonout, load, svg
 from slurm_ft.report.analysis import analyse
 from slurm_ft.report.load import StateFiles, UnhealthyRecord
 from slurm_ft.statedir import StateDir
@@ -204,15 +204,15 @@ def test_a_damaged_cycle_record_is_replaced_by_the_ledger_and_a_no_progress_stop
 def test_exception_line_prefers_the_record_message_then_a_traceback_ending_in_an_exception():
     tb = 'Traceback (most recent call last):\n  File "t.py", line 3\nValueError: bad shape\n'
     f = Failure(kind=FailureKind.WORKER, node="n", node_rank=0, time=0, traceback=tb)
-    assert analysis.exception_line(f) == "ValueError: bad shape"
+    assert causes.exception_line(f) == "ValueError: bad shape"
     f2 = Failure(
         kind=FailureKind.WORKER, node="n", node_rank=0, time=0, message="KeyError: 'x'", traceback=tb
     )
-    assert analysis.exception_line(f2) == "KeyError: 'x'"
+    assert causes.exception_line(f2) == "KeyError: 'x'"
     f3 = Failure(
         kind=FailureKind.WORKER, node="n", node_rank=0, time=0, traceback='  File "t.py", line 3\n    foo()\n'
     )
-    assert analysis.exception_line(f3) is None
+    assert causes.exception_line(f3) is None
 
 
 def test_loader_names_every_unusable_file_and_keeps_the_rest(tmp_path):

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from slurm_ft.launch.rendezvous.stores import LocalConnection
+from slurm_ft.launch.rendezvous.localstore import LocalConnection
 from tests.unit.test_snapshot_plan_reads import NODES, CountingConnection, CountingStore, SnapshotCycle
 
 FORGED = b"sft1:" + b"0" * 64 + b':{"acts": true, "step": 3, "sources": [], "holders": {}, "target": null}'

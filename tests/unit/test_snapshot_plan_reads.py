@@ -19,7 +19,7 @@ import torch
 from slurm_ft import procident
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.rendezvous.jobsecret import StoreAuth
-from slurm_ft.launch.rendezvous.stores import LocalConnection, LocalStore
+from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.snapshot import layout, writer
 from tests.unit.test_launch_cycle import EXIT0, Cycle, Node
 

@@ -3,6 +3,7 @@ which worker, when they start, what ``--preload auto`` finds, the option's synta
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from slurm_ft.launch.workers import env as wenv
 from slurm_ft.launch.workers import standby
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.launch.workers.standby import Placement, mismatch, off_reason, past_start_up
-from slurm_ft.launch.workers.standby_child import auto_modules
+from slurm_ft.launch.workers.standby_preload import auto_modules
 from slurm_ft.settingsyntax import parse_preload
 from slurm_ft.statedir import StateDir
 
@@ -145,3 +146,20 @@ def test_auto_adds_what_ddp_imports_on_first_use(tmp_path):
     assert auto_modules(str(tmp_path / "t.py")) == ["torch", "torch._dynamo"]
     (tmp_path / "u.py").write_text("import torch\nx = torch.zeros(1)\n")
     assert auto_modules(str(tmp_path / "u.py")) == ["torch"]
+
+
+@pytest.mark.parametrize("name", ["standby_child.py", "standby_preload.py"])
+def test_the_standby_files_need_only_the_standard_library(name: str) -> None:
+    """Both run in the workers' interpreter, which need not have slurm-ft installed (the
+    child loads the preload rules by path): the standard library only, and never
+    ``from __future__`` (the script is compiled there without inheriting anything)."""
+    tree = ast.parse((Path(standby.__file__).parent / name).read_text())
+    imported = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    tops = {n.split(".")[0] for n in imported}
+    assert "__future__" not in tops
+    assert tops - {"_slurm_ft_stacks"} <= sys.stdlib_module_names, tops

@@ -51,10 +51,13 @@ def test_a_plain_launch_loads_neither_the_dry_run_nor_ft_launcher(tmp_path):
     code = f"from slurm_ft.cli import launch\nassert launch.main([{str(script)!r}]) == 0"
     settings = {"SLURM_FT_STATE_DIR": str(tmp_path / "state"), "SLURM_FT_LAUNCH_NPROC_PER_NODE": "1"}
     loaded = _loaded_after(code, {**settings, "SLURM_FT_HEALTH_CHECKS": "none"})
-    assert "slurm_ft.launch.agent" in loaded  # the probe did launch
+    assert "slurm_ft.launch.cycle.agent" in loaded  # the probe did launch
     assert not {"slurm_ft.cli.dryrun", "slurm_ft.compat.ftlauncher", "slurm_ft.hostlist"} & loaded
     # Only a store host's successor fences (through the drill's senders).
-    assert not {"slurm_ft.launch.handover", "slurm_ft.launch.fence", "slurm_ft.drill.send"} & loaded
+    assert (
+        not {"slurm_ft.launch.succession.handover", "slurm_ft.launch.succession.fence", "slurm_ft.drill.send"}
+        & loaded
+    )
     # Its state dir is on a local disk: no writes through a scribe child, so no scribe loaded.
     assert not {"slurm_ft.scribe"} & loaded
 
@@ -119,7 +122,7 @@ def test_without_columns_or_a_terminal_help_is_80_wide(monkeypatch):
 
 def test_settings_types_are_read_from_evaluated_annotations():
     """config reads its field types at every start; string annotations would make
-    typing.get_type_hints compile each of them again (config.py's module docstring)."""
+    typing.get_type_hints compile each of them again (config/sections.py's module docstring)."""
     from typing import Literal
 
     from slurm_ft import config

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.health.storage import off_local_disk
-from slurm_ft.launch.stateio import StateIO
+from slurm_ft.launch.books.stateio import StateIO
 from slurm_ft.scribe import leave_alone
 from tests.support.waiting import wait_until
 
@@ -134,7 +134,7 @@ def test_the_ending_when_the_records_cannot_be_written() -> None:
 
 
 def test_the_first_cycle_number_through_the_scribe(tmp_path: Path) -> None:
-    from slurm_ft.launch import cyclecount
+    from slurm_ft.launch.books import cyclecount
     from slurm_ft.statedir import StateDir
 
     state = StateDir(tmp_path / "state")
@@ -150,8 +150,8 @@ def test_the_first_cycle_number_through_the_scribe(tmp_path: Path) -> None:
 
 
 def test_no_first_cycle_number_from_a_state_dir_that_does_not_answer(tmp_path: Path) -> None:
-    from slurm_ft.launch import cyclecount
-    from slurm_ft.launch.stateio import StateDirStalled
+    from slurm_ft.launch.books import cyclecount
+    from slurm_ft.launch.books.stateio import StateDirStalled
     from slurm_ft.statedir import StateDir
 
     state = StateDir(tmp_path / "state")

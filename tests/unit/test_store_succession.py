@@ -1,4 +1,4 @@
-"""Store succession (``launch.succession``): the rule as data, the claim as a race, and the
+"""Store succession (``launch.succession.rule``): the rule as data, the claim as a race, and the
 cycle over in-memory stores: the store host (played by the test, or a launcher of the test)
 is lost, the lowest surviving launcher opens the next epoch's store, node 0's ranks move to
 the spare and the job goes on."""
@@ -10,7 +10,6 @@ import threading
 
 import pytest
 
-from slurm_ft.launch import succession
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import (
     Action,
@@ -24,6 +23,7 @@ from slurm_ft.launch.rendezvous.protocol import (
     next_epoch,
 )
 from slurm_ft.launch.spares import SpareBook, Why
+from slurm_ft.launch.succession import rule
 from slurm_ft.records import Failure, FailureKind, SuccessionClaim
 from tests.support.waiting import wait_until
 from tests.unit.test_launch_cycle import Cycle
@@ -47,19 +47,19 @@ def run_decision(**kw: object) -> Decision:
 
 
 def test_candidates_are_the_last_decisions_launchers_but_the_lost_host_in_hostlist_order():
-    assert succession.candidates(run_decision(), 4, 0) == (1, 2, 3)
+    assert rule.candidates(run_decision(), 4, 0) == (1, 2, 3)
     # a retired launcher (neither placed nor a usable spare) is no candidate
-    assert succession.candidates(run_decision(active=(3, 1, 2), spares=()), 4, 1) == (2, 3)
+    assert rule.candidates(run_decision(active=(3, 1, 2), spares=()), 4, 1) == (2, 3)
     # a decision without placement: every launcher
-    assert succession.candidates(Decision(Action.RUN, 0), 3, 0) == (1, 2)
+    assert rule.candidates(Decision(Action.RUN, 0), 3, 0) == (1, 2)
 
 
 def test_the_p_th_candidate_may_claim_after_p_turns():
     order = (1, 2, 3)
-    assert succession.may_claim(order, 1, 0.0, 5.0)
-    assert not succession.may_claim(order, 2, 4.9, 5.0) and succession.may_claim(order, 2, 5.0, 5.0)
-    assert not succession.may_claim(order, 3, 9.9, 5.0) and succession.may_claim(order, 3, 10.0, 5.0)
-    assert not succession.may_claim(order, 0, 100.0, 5.0)  # the lost host, or a retired launcher
+    assert rule.may_claim(order, 1, 0.0, 5.0)
+    assert not rule.may_claim(order, 2, 4.9, 5.0) and rule.may_claim(order, 2, 5.0, 5.0)
+    assert not rule.may_claim(order, 3, 9.9, 5.0) and rule.may_claim(order, 3, 10.0, 5.0)
+    assert not rule.may_claim(order, 0, 100.0, 5.0)  # the lost host, or a retired launcher
 
 
 @pytest.mark.parametrize(
@@ -87,16 +87,16 @@ def test_why_not_names_each_case_where_no_succession_can_be(change, why):
         "shared_state": True,
         "unhealthy": None,
     }
-    assert succession.why_not(**args) is None  # type: ignore[arg-type]
+    assert rule.why_not(**args) is None  # type: ignore[arg-type]
     args.update(change)
-    assert succession.why_not(**args) == why  # type: ignore[arg-type]
+    assert rule.why_not(**args) == why  # type: ignore[arg-type]
 
 
 def test_no_spare_left_for_the_store_hosts_ranks_is_named():
-    assert succession.lost_ranks_fillable(run_decision(), 0) is None
+    assert rule.lost_ranks_fillable(run_decision(), 0) is None
     used = run_decision(active=(3, 1, 2), spares=())
-    assert succession.lost_ranks_fillable(used, 3) == "no spare left for node rank 0 (the store host's)"
-    assert succession.lost_ranks_fillable(used, 0) is None  # the host was a spare, or retired
+    assert rule.lost_ranks_fillable(used, 3) == "no spare left for node rank 0 (the store host's)"
+    assert rule.lost_ranks_fillable(used, 0) is None  # the host was a spare, or retired
 
 
 # ----------------------------------------------------------------------- the claim
@@ -116,7 +116,7 @@ def test_two_candidates_claiming_at_once_both_follow_one_leader(tmp_path):
 
         def race(k: int, barrier: threading.Barrier = start, got: dict = got) -> None:
             barrier.wait()
-            got[k] = succession.claim(path, claim_of(k))
+            got[k] = rule.claim(path, claim_of(k))
 
         threads = [threading.Thread(target=race, args=(k,)) for k in (1, 2, 3, 4)]
         for t in threads:
@@ -125,19 +125,17 @@ def test_two_candidates_claiming_at_once_both_follow_one_leader(tmp_path):
             t.join(10)
         leaders = {c.launcher for c in got.values()}
         assert len(got) == 4 and len(leaders) == 1, got  # one claim in place; everyone read it
-        assert succession.read_claim(path) == got[1]
+        assert rule.read_claim(path) == got[1]
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
 
 
 def test_settle_claims_in_turn_and_a_later_turn_follows_the_claim(tmp_path):
     path = tmp_path / "c.json"
     now = [0.0]
-    wait = succession.Wait(
-        (1, 2), 5.0, 30.0, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
-    )
-    assert succession.settle(path, claim_of(1), wait, lambda: False) == claim_of(1)
+    wait = rule.Wait((1, 2), 5.0, 30.0, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert rule.settle(path, claim_of(1), wait, lambda: False) == claim_of(1)
     # launcher 2 finds launcher 1's claim at once (its own turn never comes)
-    assert succession.settle(path, claim_of(2), wait, lambda: False) == claim_of(1)
+    assert rule.settle(path, claim_of(2), wait, lambda: False) == claim_of(1)
 
 
 def test_settle_gives_the_next_candidate_its_turn_and_gives_up_in_the_end(tmp_path):
@@ -146,12 +144,12 @@ def test_settle_gives_the_next_candidate_its_turn_and_gives_up_in_the_end(tmp_pa
     def sleep(s: float) -> None:
         now[0] += s
 
-    wait = succession.Wait((1, 2), 5.0, 12.0, clock=lambda: now[0], sleep=sleep)
-    got = succession.settle(tmp_path / "a.json", claim_of(2), wait, lambda: False)
+    wait = rule.Wait((1, 2), 5.0, 12.0, clock=lambda: now[0], sleep=sleep)
+    got = rule.settle(tmp_path / "a.json", claim_of(2), wait, lambda: False)
     assert got == claim_of(2) and 5.0 <= now[0] < 5.5  # launcher 1 never claimed: 2's turn came
     now[0] = 0.0
-    late = succession.Wait((1, 2), 5.0, 12.0, clock=lambda: now[0], sleep=sleep)
-    assert succession.settle(tmp_path / "b.json", claim_of(3), late, lambda: False) == (
+    late = rule.Wait((1, 2), 5.0, 12.0, clock=lambda: now[0], sleep=sleep)
+    assert rule.settle(tmp_path / "b.json", claim_of(3), late, lambda: False) == (
         "no launcher claimed epoch 1 within 12 s"
     )
 
@@ -159,8 +157,8 @@ def test_settle_gives_the_next_candidate_its_turn_and_gives_up_in_the_end(tmp_pa
 def test_a_file_that_is_no_claim_takes_the_epoch_from_everyone(tmp_path):
     path = tmp_path / "c.json"
     path.write_text("[1, 2]")
-    wait = succession.Wait((1,), 1.0, 1.0)
-    got = succession.settle(path, claim_of(1), wait, lambda: False)
+    wait = rule.Wait((1,), 1.0, 1.0)
+    got = rule.settle(path, claim_of(1), wait, lambda: False)
     assert isinstance(got, str) and got.startswith("the claim of epoch 1 cannot be read: ")
 
 
@@ -168,22 +166,22 @@ def test_superseded_sees_the_next_epochs_claim(tmp_path):
     from slurm_ft.statedir import StateDir
 
     state = StateDir(tmp_path)
-    assert succession.superseded(state, "77-a0", 0) is None
-    succession.claim(state.succession_claim("77-a0", 1), claim_of(1))
-    assert succession.superseded(state, "77-a0", 0) == claim_of(1)
-    assert succession.superseded(state, "77-a0", 1) is None
+    assert rule.superseded(state, "77-a0", 0) is None
+    rule.claim(state.succession_claim("77-a0", 1), claim_of(1))
+    assert rule.superseded(state, "77-a0", 0) == claim_of(1)
+    assert rule.superseded(state, "77-a0", 1) is None
 
 
 def test_a_follower_tries_the_successors_noted_port_first(tmp_path):
     from slurm_ft.statedir import StateDir
 
     path = StateDir(tmp_path).succession_port("77-a0", 1)
-    succession.publish_port(path, 29402)
+    rule.publish_port(path, 29402)
     ports = (29400, 29401, 29402, 29403)
-    noted = succession.await_port(path, ports, until=0.0, abort=lambda: False, clock=lambda: 1.0)
+    noted = rule.await_port(path, ports, until=0.0, abort=lambda: False, clock=lambda: 1.0)
     assert noted == 29402
-    assert succession.ports_to_try(ports, noted) == (29402, 29400, 29401, 29403)
-    assert succession.ports_to_try(ports, None) == ports
+    assert rule.ports_to_try(ports, noted) == (29402, 29400, 29401, 29403)
+    assert rule.ports_to_try(ports, None) == ports
 
 
 def test_the_noted_port_is_awaited_until_it_comes(tmp_path):
@@ -193,9 +191,9 @@ def test_the_noted_port_is_awaited_until_it_comes(tmp_path):
     def sleep(_: float) -> None:
         looks.append(1.0)
         if len(looks) == 3:
-            succession.publish_port(path, 29401)
+            rule.publish_port(path, 29401)
 
-    noted = succession.await_port(
+    noted = rule.await_port(
         path, (29400, 29401), until=10.0, abort=lambda: False, clock=lambda: float(len(looks)), sleep=sleep
     )
     assert noted == 29401 and len(looks) == 3
@@ -205,17 +203,17 @@ def test_the_noted_port_is_awaited_until_it_comes(tmp_path):
 def test_a_note_that_is_no_port_of_the_job_means_a_scan(tmp_path, text):
     path = tmp_path / "e1.port"
     path.write_text(text)
-    assert succession.await_port(path, (29400, 29401), until=99.0, abort=lambda: False) is None
+    assert rule.await_port(path, (29400, 29401), until=99.0, abort=lambda: False) is None
 
 
 def test_no_note_by_the_deadline_or_a_signal_means_a_scan(tmp_path):
     path = tmp_path / "e1.port"
     clock = iter([0.0, 1.0, 2.5])
-    got = succession.await_port(
+    got = rule.await_port(
         path, (29400,), until=2.0, abort=lambda: False, clock=lambda: next(clock), sleep=lambda _: None
     )
     assert got is None
-    assert succession.await_port(path, (29400,), until=99.0, abort=lambda: True) is None
+    assert rule.await_port(path, (29400,), until=99.0, abort=lambda: True) is None
 
 
 # ----------------------------------------------------------------------- what carries over
@@ -296,7 +294,7 @@ def test_node0_lost_the_lowest_survivor_leads_and_node0s_ranks_move_to_the_spare
 
 def test_two_candidates_at_once_one_leads_and_the_job_goes_on(tmp_path, monkeypatch):
     """Every candidate believes its turn has come at once: the claim decides."""
-    monkeypatch.setattr(succession, "may_claim", lambda order, me, waited, turn: True)
+    monkeypatch.setattr(rule, "may_claim", lambda order, me, waited, turn: True)
     c = Cycle(tmp_path, 4, SLEEP_THEN_FINISH, **{"launch.spare_nodes": 1}).start(only=[1, 2, 3])
     play_node0(c)
     wait_until(lambda: c.in_watch(1) and c.in_watch(2), 10, message="launchers 1 and 2 watching")

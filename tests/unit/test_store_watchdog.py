@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_ft.launch.rendezvous import background, stores
+from slurm_ft.launch.rendezvous import background, localstore
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.sealing import Sealer
@@ -36,7 +36,7 @@ def readable(fd: int, timeout: float) -> bool:
 
 
 def start(
-    store: stores.LocalStore, wake_fd: int, timeout: float = TIMEOUT_S
+    store: localstore.LocalStore, wake_fd: int, timeout: float = TIMEOUT_S
 ) -> tuple[background.Heartbeat, background.StoreWatchdog, list[str]]:
     keys = proto.Keys("wd-a0")
     beat = background.Heartbeat(Client(store.connect(), keys), 1, interval=0.05, timeout=timeout)
@@ -51,7 +51,7 @@ def start(
 
 def test_a_frozen_host_wakes_the_main_loop_after_the_timeout_then_the_emergency(wake):
     r, w = wake
-    store = stores.LocalStore()
+    store = localstore.LocalStore()
     beat, dog, emergencies = start(store, w)
     try:
         with store.changed:  # the host freezes: the heart-beat's next call blocks
@@ -74,7 +74,7 @@ def test_a_frozen_host_wakes_the_main_loop_after_the_timeout_then_the_emergency(
 
 def test_a_dead_host_alarms_the_watchdog_at_once(wake):
     r, w = wake
-    store = stores.LocalStore()
+    store = localstore.LocalStore()
     beat, dog, emergencies = start(store, w, timeout=5.0)
     try:
         store.shutdown()  # the heart-beat's next call fails: it dies and says why
@@ -91,7 +91,7 @@ def test_a_dead_host_alarms_the_watchdog_at_once(wake):
 
 def test_a_stopped_watchdog_ends_at_once_and_never_fires(wake):
     _, w = wake
-    store = stores.LocalStore()
+    store = localstore.LocalStore()
     beat, dog, emergencies = start(store, w)
     dog.stop()
     beat.stop()
@@ -101,10 +101,10 @@ def test_a_stopped_watchdog_ends_at_once_and_never_fires(wake):
     assert dog.died() is None
 
 
-class Counting(stores.LocalConnection):
+class Counting(localstore.LocalConnection):
     """A connection that notes the name of every write or check it is asked for."""
 
-    def __init__(self, store: stores.LocalStore, calls: list[str]) -> None:
+    def __init__(self, store: localstore.LocalStore, calls: list[str]) -> None:
         super().__init__(store)
         self.calls = calls
 
@@ -122,7 +122,7 @@ class Counting(stores.LocalConnection):
 
 
 def test_a_beat_is_one_answered_round_trip_and_a_forged_value_is_replaced():
-    store = stores.LocalStore()
+    store = localstore.LocalStore()
     calls: list[str] = []
     client = Client(Counting(store, calls), proto.Keys("beat-a0"), sealer=Sealer(b"k" * 32))
     client.beat(1)

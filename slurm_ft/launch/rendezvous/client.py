@@ -3,9 +3,10 @@
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
 waiter) opens its own with :meth:`Client.clone`. Every value the protocol marks sealed
-goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` here and nowhere else,
-and every value read goes through ``reads`` (missing keys never block; what is not what
-the protocol says is reported and reads as absent).
+goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` in its
+:class:`~slurm_ft.launch.rendezvous.connection.Connection` and nowhere else, and every value
+read goes through ``reads`` there (missing keys never block; what is not what the protocol
+says is reported and reads as absent). This module holds the protocol's verbs.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TypeVar
 
 from slurm_ft.launch.rendezvous import reads, stores
+from slurm_ft.launch.rendezvous.connection import Abort, Connection
+from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
     Base,
     CycleResult,
@@ -29,14 +31,13 @@ from slurm_ft.launch.rendezvous.protocol import (
     decode_failure,
     encode,
     encode_failure,
-    family,
     parse_beat,
     parse_holdings,
     parse_mark,
     parse_text,
 )
 from slurm_ft.launch.rendezvous.sealing import Sealer
-from slurm_ft.launch.rendezvous.stores import Interrupted, LocalConnection, Store, StoreLost
+from slurm_ft.launch.rendezvous.stores import Interrupted, Store, StoreLost
 from slurm_ft.records import Failure
 
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
@@ -44,8 +45,6 @@ MAX_PORT_SLICE_S = 30.0  # ... doubled after each pass over the ports, up to thi
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
 PROBE_PAUSE_S = 0.05
 
-T = TypeVar("T")
-Abort = Callable[[], bool]
 Sleep = Callable[[float], None]
 
 
@@ -62,17 +61,13 @@ def _listening(address: str, port: int) -> bool:
         return False
 
 
-class Client:
+class Client(Connection):
     def __init__(
         self, store: Store, keys: Keys, address: str = "127.0.0.1", sealer: Sealer | None = None
     ) -> None:
-        self._store = store
-        self.keys = keys
-        self._address = address
-        self.sealer = sealer or Sealer(None)
+        super().__init__(store, keys, address, sealer)
         self._beats = 0
         self._last_beat = ""  # the sealed value of this connection's last beat
-        self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
         self._done_in = -1  # the last cycle this launcher's workers all finished in (mark_done)
         self._beat_values = reads.Remembered(self.sealer, parse_beat)
 
@@ -111,24 +106,12 @@ class Client:
 
     @classmethod
     def local(cls, keys: Keys) -> Client:
-        """A single-node run: the store in this process (see :class:`stores.LocalStore`)."""
-        return cls(stores.LocalStore().connect(), keys)
+        """A single-node run: the store in this process (see :class:`LocalStore`)."""
+        return cls(LocalStore().connect(), keys)
 
     def rekeyed(self, keys: Keys, sealer: Sealer) -> Client:
         """The same connection, speaking with other keys and seals."""
         return Client(self._store, keys, self._address, sealer)
-
-    @property
-    def port(self) -> int:
-        return int(getattr(self._store, "port", 0))
-
-    def sever(self) -> int:
-        """Break every connection of this process to this client's store (the calls blocked
-        in them raise): see :func:`stores.sever`."""
-        if isinstance(self._store, LocalConnection):
-            self._store.close()
-            return 1
-        return stores.sever(self._address, self.port)
 
     def clone(self, op_timeout: float) -> Client:
         """A second connection to the same store, for another thread."""
@@ -136,46 +119,6 @@ class Client:
             return Client(self._store.reconnect(), self.keys, self._address, self.sealer)
         store = stores.reconnect(self._address, self.port, op_timeout)
         return Client(store, self.keys, self._address, self.sealer)
-
-    # ----------------------------------------------------------------- raw ops
-
-    def _op(self, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except RuntimeError as exc:
-            raise stores.lost(exc) from None
-
-    def _get_sealed_when_set(
-        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
-    ) -> T | None:
-        """See :func:`reads.sealed_when_set`."""
-        return self._op(
-            lambda: reads.sealed_when_set(
-                self._store, self.sealer, key, parse, deadline=deadline, abort=abort
-            )
-        )
-
-    def _read(self, keys: Sequence[str], parse: Callable[[bytes], T]) -> list[T | None]:
-        """Each key's parsed, sealed value; None where missing, forged or malformed."""
-        raws = self._op(lambda: reads.read(self._store, keys))
-        return [reads.opened(self.sealer, k, raw, parse) for k, raw in zip(keys, raws, strict=True)]
-
-    def _keep(self, key: str, value: str) -> None:
-        """Write a sealed value that others still need to read, and remember it (the
-        latest of its key family) for :meth:`reassert`."""
-        self._set_sealed(key, value)
-        self._kept[family(self.keys, key) or key] = (key, value)
-
-    def reassert(self) -> None:
-        """Write again what this launcher published last of each kind (the run's base, a
-        decision, its join record, its done mark, a result) where someone overwrote or
-        deleted it: one answered round trip per value, at the loops' slow ticks."""
-        for key, value in list(self._kept.values()):
-            self._op(partial(reads.ensure, self._store, key, self.sealer.seal(key, value)))
-
-    def _set_sealed(self, key: str, value: str) -> None:
-        sealed = self.sealer.seal(key, value)
-        self._op(lambda: self._store.set(key, sealed))
 
     # ----------------------------------------------------------------- node 0 writes
 

@@ -4,7 +4,7 @@ Node 0 hosts the store; every launcher (node 0 included) reads and writes these 
 through its own connections (:mod:`slurm_ft.launch.rendezvous.client`). Keys are
 ``slurm_ft/<run id>/...`` where the run id names the job and the Slurm attempt, and
 per-cycle keys carry the cycle's index within the attempt. A successor's store (node 0's
-store lost, ``launch.succession``) keys everything under ``slurm_ft/<run id>/e<epoch>/...``:
+store lost, ``launch.succession.rule``) keys everything under ``slurm_ft/<run id>/e<epoch>/...``:
 nothing of a store that went before can be taken for the successor's. With a job secret they are
 ``slurm_ft/<namespace>/<run id>/...`` (the namespace derived from the secret) and the
 values marked *sealed* below carry an HMAC (:mod:`slurm_ft.launch.rendezvous.sealing`).
@@ -115,7 +115,7 @@ class Keys:
 
 
 def next_epoch(keys: Keys) -> Keys:
-    """The key table of the store that succeeds ``keys``' (see ``launch.succession``)."""
+    """The key table of the store that succeeds ``keys``' (see ``launch.succession.rule``)."""
     return Keys(keys.run_id, keys.namespace, keys.epoch + 1)
 
 

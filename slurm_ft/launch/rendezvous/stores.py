@@ -1,5 +1,5 @@
-"""The stores under the protocol: node 0's TCPStore (and connections to it) or, for a
-single node, an in-memory store with the same semantics.
+"""The stores under the protocol: node 0's TCPStore (and connections to it); for a single
+node, an in-memory store with the same semantics (``localstore``) keeps to :class:`Store`.
 
 Everything torch-specific about the store lives here: how it is opened, how its errors
 are told apart (a timeout is an answer, anything else means the store is lost), and the
@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol, TypeVar
 
@@ -59,7 +59,7 @@ class Interrupted(Exception):
 
 class Store(Protocol):
     """The subset of ``torch.distributed.Store`` the protocol uses (TCPStore, or a
-    connection to the in-memory :class:`LocalStore`)."""
+    connection to the in-memory :class:`~slurm_ft.launch.rendezvous.localstore.LocalStore`)."""
 
     def set(self, key: str, value: str | bytes) -> None: ...
     def get(self, key: str) -> bytes: ...
@@ -343,190 +343,3 @@ def reconnect(address: str, port: int, op_timeout: float) -> Store:
         raise lost(exc) from None
     store.set_timeout(datetime.timedelta(seconds=op_timeout))
     return store
-
-
-class LocalStore:
-    """The store of a single-node run, in the launcher's own memory.
-
-    With one node there is no peer to reach the store, so opening a port and importing
-    torch (seconds of start-up on every launch) would buy nothing. It keeps TCPStore's
-    semantics (values are bytes, ``add`` creates a missing key, ``compare_set`` with
-    ``expected=""`` sets a missing key, ``get`` of a missing key is an error, ``wait``
-    blocks until keys appear) and its shape: the data lives here, and each user holds a
-    :class:`LocalConnection`, which can be closed, as can the whole store (a lost host) —
-    which is what lets the cycle's unit tests run several launchers in one process.
-    """
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.changed = threading.Condition()
-        self.down = False
-
-    def connect(self) -> LocalConnection:
-        return LocalConnection(self)
-
-    def shutdown(self) -> None:
-        """Every connection fails from now on, as when the store host dies."""
-        with self.changed:
-            self.down = True
-            self.changed.notify_all()
-
-
-class LocalConnection:
-    """One user's connection to a :class:`LocalStore` (see :class:`Store`)."""
-
-    port = 0
-
-    def __init__(self, store: LocalStore) -> None:
-        self.store = store
-        self.closed = False
-
-    def reconnect(self) -> LocalConnection:
-        return LocalConnection(self.store)
-
-    def close(self) -> None:
-        with self.store.changed:
-            self.closed = True
-            self.store.changed.notify_all()
-
-    def _data(self) -> dict[str, bytes]:
-        """Call with the store's lock held."""
-        if self.closed or self.store.down:
-            raise RuntimeError("connection to the in-memory store closed")
-        return self.store.data
-
-    @staticmethod
-    def _b(value: str | bytes) -> bytes:
-        return value.encode() if isinstance(value, str) else bytes(value)
-
-    def set(self, key: str, value: str | bytes) -> None:
-        with self.store.changed:
-            self._data()[key] = self._b(value)
-            self.store.changed.notify_all()
-
-    def get(self, key: str) -> bytes:
-        with self.store.changed:
-            data = self._data()
-            if key not in data:
-                raise RuntimeError(f"key not found: {key}")
-            return data[key]
-
-    def check(self, keys: Sequence[str]) -> bool:
-        with self.store.changed:
-            data = self._data()
-            return all(k in data for k in keys)
-
-    def add(self, key: str, amount: int) -> int:
-        with self.store.changed:
-            data = self._data()
-            value = int(data.get(key, b"0")) + amount
-            data[key] = str(value).encode()
-            self.store.changed.notify_all()
-            return value
-
-    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
-        with self.store.changed:
-            data = self._data()
-            missing = [k for k in keys if k not in data]
-            if missing:
-                raise RuntimeError(f"key not found: {missing[0]}")
-            return [data[k] for k in keys]
-
-    def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:
-        with self.store.changed:
-            data = self._data()
-            for k, v in zip(keys, values, strict=True):
-                data[k] = self._b(v)
-            self.store.changed.notify_all()
-
-    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
-        exp, want = self._b(expected), self._b(desired)
-        with self.store.changed:
-            data = self._data()
-            current = data.get(key)
-            if (current is None and exp == b"") or current == exp:
-                data[key] = want
-                self.store.changed.notify_all()
-                return want
-            return current if current is not None else exp
-
-    def delete_key(self, key: str) -> bool:
-        with self.store.changed:
-            return self._data().pop(key, None) is not None
-
-    def wait(self, keys: Sequence[str], timeout: datetime.timedelta) -> None:
-        """Block until every key is set; :class:`WaitTimeout` after ``timeout``."""
-        deadline = time.monotonic() + timeout.total_seconds()
-        with self.store.changed:
-            while not all(k in self._data() for k in keys):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WaitTimeout(f"wait timeout after {timeout.total_seconds():g}s, keys: {list(keys)}")
-                self.store.changed.wait(left)
-
-    def set_timeout(self, timeout: datetime.timedelta) -> None:
-        """Operations of the in-memory store never block, except :meth:`wait`."""
-
-
-def _remote_ends(table: str) -> dict[int, tuple[str, int]]:
-    """inode -> (remote ip, port) of each socket in a ``/proc/net/tcp{,6}`` table."""
-    import ipaddress
-
-    ends: dict[int, tuple[str, int]] = {}
-    try:
-        with open(table) as fh:
-            lines = fh.read().splitlines()[1:]
-    except OSError:
-        return ends
-    for line in lines:
-        cols = line.split()
-        if len(cols) < 10 or ":" not in cols[2]:
-            continue
-        hex_ip, hex_port = cols[2].split(":")
-        raw = bytes.fromhex(hex_ip)
-        # the kernel prints each 32-bit word in host (little-endian) order
-        packed = b"".join(raw[k : k + 4][::-1] for k in range(0, len(raw), 4))
-        ip = ipaddress.ip_address(packed)
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        ends[int(cols[9])] = (str(ip), int(hex_port, 16))
-    return ends
-
-
-def sever(address: str, port: int) -> int:
-    """Shut down every connection this process holds to ``address:port``; how many.
-
-    A store call to a frozen host blocks in ``recv`` and cannot be interrupted: the one
-    way to give a thread stuck in it back (a store succession needs the main thread) is
-    to shut its socket down under it, which wakes the ``recv`` with an error (the call
-    then raises as for a lost store)."""
-    import socket as _socket
-
-    try:
-        ips = {str(info[4][0]) for info in _socket.getaddrinfo(address, port, proto=_socket.IPPROTO_TCP)}
-    except OSError:
-        return 0
-    ends = {**_remote_ends("/proc/self/net/tcp"), **_remote_ends("/proc/self/net/tcp6")}
-    wanted = {inode for inode, (ip, p) in ends.items() if p == port and ip in ips}
-    done = 0
-    import os as _os
-
-    for name in _os.listdir("/proc/self/fd"):
-        try:
-            link = _os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if not link.startswith("socket:[") or int(link[8:-1]) not in wanted:
-            continue
-        try:
-            sock = _socket.socket(fileno=_os.dup(int(name)))
-        except OSError:
-            continue
-        try:
-            sock.shutdown(_socket.SHUT_RDWR)
-            done += 1
-        except OSError:
-            pass
-        finally:
-            sock.close()
-    return done

@@ -8,5 +8,6 @@ launcher does with it:
   worker's environment, kept across cycles, read after each cycle for the records, removed
   at the end;
 * :mod:`persist` the newest complete snapshots written to durable storage on the way out of
-  an attempt, by a child the launcher abandons at a deadline (``persist_child``).
+  an attempt, by a child the launcher abandons at a deadline (``persist_child``);
+* :mod:`readings` node 0's timed readings of its newest snapshot step, for the report.
 """

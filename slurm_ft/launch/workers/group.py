@@ -15,13 +15,13 @@ from pathlib import Path
 from slurm_ft import health, records, worker
 from slurm_ft.exitcodes import signal_name
 from slurm_ft.launch import hang
+from slurm_ft.launch.books.stateio import StateIO
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output import applog as applog_mod
 from slurm_ft.launch.output import streams
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.output.tracebacks import exception_line
 from slurm_ft.launch.rendezvous.protocol import Decision
-from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers import standby
 from slurm_ft.launch.workers.env import CycleEnv, JobEnv, RankFiles, worker_env
@@ -97,6 +97,47 @@ def _specs(
         cpus, mem_node = (place.cpus, place.mem_node) if place is not None else (None, None)
         specs.append(wk.WorkerSpec(local, rank, argv, env, cpus=cpus, mem_node=mem_node))
     return specs
+
+
+def _spawn(
+    cfg: AgentConfig,
+    cycle: int,
+    specs: list[wk.WorkerSpec],
+    app: applog_mod.AppLog | None,
+    rules: streams.OutputRules,
+    standbys: StandbyPool | None,
+) -> wk.WorkerGroup:
+    """The workers, their output into ``app``'s pipes; a spawn that fails closes the log
+    (the pipes' ends it gave the workers are closed here either way)."""
+    outs: dict[int, int | None] = {}
+    errs: dict[int, int | None] = {}
+    log_dir = cfg.settings.applog.log_dir
+    try:
+        if app is not None:
+            for spec in specs:
+                rank_dir = None
+                if rules.rank_files and log_dir:
+                    rank_dir = streams.rank_dir(log_dir, cfg.run_id, cycle, spec.rank)
+                routes = streams.plan(rules, spec.local_rank)
+                outs[spec.local_rank], errs[spec.local_rank] = app.attach_worker(
+                    spec.rank, spec.local_rank, routes, rank_dir
+                )
+        return wk.spawn(
+            specs,
+            cwd=cfg.cwd,
+            output_fds=outs or None,
+            error_fds=errs or None,
+            helper=cfg.spawn_helper,
+            adopt=standbys.take if standbys is not None else None,
+        )
+    except BaseException:
+        if app is not None:
+            app.close()
+        raise
+    finally:
+        for fd in {*outs.values(), *errs.values()} - {None}:
+            assert fd is not None
+            os.close(fd)
 
 
 def standby_pool(cfg: AgentConfig, run_dir: Path, events: EventLog) -> StandbyPool | None:
@@ -187,36 +228,8 @@ class CycleWorkers:
         specs = _specs(cfg, job, i, cycle, d, io)
         rules = streams.rules_for(cfg.settings.applog)
         app = _open_applog(cfg, cycle, events, rules, heard)
-        outs: dict[int, int | None] = {}
-        errs: dict[int, int | None] = {}
-        log_dir = cfg.settings.applog.log_dir
         warm_before = standbys.warm if standbys is not None else 0
-        try:
-            if app is not None:
-                for spec in specs:
-                    rank_dir = None
-                    if rules.rank_files and log_dir:
-                        rank_dir = streams.rank_dir(log_dir, cfg.run_id, cycle, spec.rank)
-                    routes = streams.plan(rules, spec.local_rank)
-                    outs[spec.local_rank], errs[spec.local_rank] = app.attach_worker(
-                        spec.rank, spec.local_rank, routes, rank_dir
-                    )
-            group = wk.spawn(
-                specs,
-                cwd=cfg.cwd,
-                output_fds=outs or None,
-                error_fds=errs or None,
-                helper=cfg.spawn_helper,
-                adopt=standbys.take if standbys is not None else None,
-            )
-        except BaseException:
-            if app is not None:
-                app.close()
-            raise
-        finally:
-            for fd in {*outs.values(), *errs.values()} - {None}:
-                assert fd is not None
-                os.close(fd)
+        group = _spawn(cfg, cycle, specs, app, rules, standbys)
         if first and any(w.pidfd < 0 for w in group.workers):
             events.event(
                 "this kernel gives no pidfds (Linux < 5.3, or a seccomp filter): "

@@ -12,12 +12,12 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 
-from slurm_ft.launch import cyclecount, hang, hostprobe, policy, spares, wayout
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch import hang, hostprobe, policy, spares, wayout
+from slurm_ft.launch.books import cyclecount
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig, BadInput
 from slurm_ft.launch.farewell import Farewell
 from slurm_ft.launch.hang.judge import JobJudge
@@ -25,73 +25,15 @@ from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
+from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
-from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost, poll_until
+from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost
+from slurm_ft.launch.roles import decisions, joins
+from slurm_ft.launch.roles.joins import JoinWait, Roster
+from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
-from slurm_ft.records import CycleOutcome, Failure, node_name
-
-JOIN_CHUNK = 64  # join records node 0 looks for in one poll
-REASSERT_S = 1.0  # how often node 0 writes the run's base again while it waits for the joins
-
-
-@dataclass(frozen=True)
-class Roster:
-    """Who joined cycle i, as node 0 found it when the waiting ended."""
-
-    names: tuple[str, ...]
-    complete: bool
-    missing: tuple[str, ...]
-    unhealthy: tuple[tuple[str, str], ...]
-    lost: tuple[str, ...]
-    joins: tuple[JoinInfo | None, ...] = ()
-    lost_ranks: tuple[int, ...] = ()
-
-    @classmethod
-    def of(
-        cls, infos: Sequence[JoinInfo | None], known: tuple[str, ...], lost_ranks: tuple[int, ...]
-    ) -> Roster:
-        """The roster from each launcher's join record (None: none); ``known``: every
-        node's name from the last complete roster (empty before there was one)."""
-        names = tuple(info.node_name if info else node_name(known, k) for k, info in enumerate(infos))
-        return cls(
-            names=names,
-            complete=all(info is not None for info in infos),
-            missing=tuple(names[k] for k, info in enumerate(infos) if info is None),
-            unhealthy=tuple((info.node_name, info.unhealthy) for info in infos if info and info.unhealthy),
-            lost=tuple(node_name(known or names, k) for k in lost_ranks),
-            joins=tuple(infos),
-            lost_ranks=lost_ranks,
-        )
-
-    def verdict(self, restart: int, max_restarts: int, previous: Failure | None) -> policy.Verdict:
-        """The policy's verdict on this roster, without spares (see ``SpareBook.verdict``)."""
-        return policy.decide(
-            restart=restart,
-            max_restarts=max_restarts,
-            previous_failure=previous,
-            unhealthy=self.unhealthy,
-            lost=self.lost,
-            missing=self.missing,
-        )
-
-
-class JoinRecords:
-    """What node 0 read of cycle ``i``'s join records. A sealed record read once stays
-    read: someone overwriting it afterwards un-joins no one (a launcher joins a cycle once)."""
-
-    def __init__(self, client: Client, i: int, n: int) -> None:
-        self.client, self.i, self.n = client, i, n
-        self.seen: dict[int, JoinInfo] = {}
-
-    def read(self, only: list[int] | None = None) -> list[JoinInfo | None]:
-        """Each launcher's record (reading those in ``only``, when given, else all); None
-        where none was read yet."""
-        for k, info in enumerate(self.client.join_records(self.i, self.n, only)):
-            if info is not None:
-                self.seen[k] = info
-        return [self.seen.get(k) for k in range(self.n)]
+from slurm_ft.records import CycleOutcome, Failure
 
 
 class PortsInUse(Exception):
@@ -135,6 +77,8 @@ class Coordinator:
         self.books = books
         self.ev = events
         self.clock = clock
+        self.snapshot_step = snapshot_step
+        self.snapshot_readings: readings.SnapshotReadings | None = None  # the report's, with the judge
         self.threads = BackgroundSet()  # set by the agent once the threads run
         self.nodes: tuple[str, ...] = ()  # every node's name, once all joined
         launch = cfg.settings.launch
@@ -196,48 +140,11 @@ class Coordinator:
     def gather(
         self, i: int, previous: Failure | None, abort: Callable[[], bool], sleep: Callable[[float], None]
     ) -> Roster:
-        """Wait until every launcher joined (or one is unhealthy or lost, or the join
-        timeout passed); no wait at all when the previous failure cannot be retried. With
-        spares an unhealthy or lost launcher is replaced, so the wait goes on for the others."""
-        n = self.cfg.num_nodes
-        with_spares = self.spares is not None
-        next_reassert = time.monotonic() + REASSERT_S
-        joins = JoinRecords(self.client, i, n)
-
-        def settled() -> bool | None:
-            nonlocal next_reassert
-            if time.monotonic() >= next_reassert:  # the base, should someone have overwritten it
-                self.client.reassert()
-                next_reassert = time.monotonic() + REASSERT_S
-            lost = {**dict.fromkeys(self.departed, 0.0), **self.threads.lost_peers()}
-            if lost and not with_spares:
-                return True
-            # With spares a lost launcher is replaced: every live one must be in the roster
-            # (a lost one may still join: it froze and thawed).
-            # Looked at JOIN_CHUNK launchers at a time (one check of a few keys per poll,
-            # whatever the job's size), or all that are left when one says it is unhealthy.
-            waiting = [k for k in range(n) if k not in lost and k not in joins.seen]
-            head = waiting[:JOIN_CHUNK]
-            if self.client.joined(i, head):
-                infos = joins.read(head)  # only sealed records count
-            elif with_spares or not self.client.unhealthy_said(i):
-                return None
-            else:
-                infos = joins.read(waiting)
-            if with_spares:
-                return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
-            return True if all(infos) or any(info and info.unhealthy for info in infos) else None
-
-        if previous is None or previous.retryable or (with_spares and policy.replaceable(previous)):
-            poll_until(
-                settled,
-                deadline=time.monotonic() + self.cfg.settings.launch.join_timeout,
-                abort=abort,
-                sleep=sleep,
-                max_interval=0.25,
-            )
-        lost = {*self.threads.lost_peers(), *self.departed}
-        return Roster.of(joins.read(), self.nodes, tuple(sorted(lost)))
+        """Wait for the launchers' joins of cycle i (see :func:`joins.gather`)."""
+        with_spares, departed = self.spares is not None, frozenset(self.departed)
+        wait = JoinWait(self.client, self.cfg.num_nodes, with_spares, departed, self.threads.lost_peers)
+        timeout = self.cfg.settings.launch.join_timeout
+        return joins.gather(wait, i, previous, self.nodes, timeout, abort, sleep)
 
     def decide(self, i: int, cycle: int, roster: Roster, previous: Failure | None) -> Decision:
         """The policy's verdict, then the progress guard's; a run gets a fresh MASTER_PORT."""
@@ -256,17 +163,7 @@ class Coordinator:
                 Action.RUN, cycle, master_port=hostprobe.free_port(), start_time=now, nodes=roster.names
             )
         self.books.peers_unhealthy(list(roster.unhealthy), now)
-        return Decision(
-            Action.STOP,
-            cycle,
-            reason=verdict.reason,
-            exit_code=verdict.exit_code,
-            start_time=now,
-            nodes=roster.names,
-            unhealthy_nodes=tuple(node for node, _ in roster.unhealthy),
-            lost_nodes=roster.lost,
-            first_failure=previous.to_json() if previous else None,
-        )
+        return decisions.stopped(verdict, cycle, now, roster, previous)
 
     def _guarded(self, verdict: policy.Verdict, cycle: int) -> policy.Verdict:
         """The progress guard's veto of a run (asked only then: asking records the start of
@@ -286,12 +183,10 @@ class Coordinator:
         verdict, moves = book.verdict(
             i, roster.joins, roster.lost_ranks, previous, names, self.cfg.settings.launch.max_restarts
         )
-        Why = spares.Why
         now = self.clock()
         verdict = self._guarded(verdict, cycle)
         for move in moves:
             self.ev.event(f"cycle {cycle}: replacing {move}")
-        retired, charged, streak = book.memory()
         if roster.unhealthy:
             self.books.peers_unhealthy(list(roster.unhealthy), now)
         if verdict.run:
@@ -299,35 +194,8 @@ class Coordinator:
             self.ev.event(
                 f"cycle {cycle}: active {', '.join(names[k] for k in book.active)}; spare {standby}"
             )
-            return Decision(
-                Action.RUN,
-                cycle,
-                master_port=hostprobe.free_port(),
-                start_time=now,
-                nodes=names,
-                active=book.active,
-                spares=book.spares,
-                master_addr=self.cfg.job.hosts[book.active[0]],
-                replacements=moves,
-                retired=retired,
-                charged=charged,
-                streak=streak,
-            )
-        return Decision(
-            Action.STOP,
-            cycle,
-            reason=verdict.reason,
-            exit_code=verdict.exit_code,
-            start_time=now,
-            nodes=names,
-            unhealthy_nodes=book.named(names, (Why.UNHEALTHY, Why.STUCK)),
-            first_failure=previous.to_json() if previous else None,
-            active=book.active,
-            spares=book.spares,
-            replacements=moves,
-            lost_nodes=book.named(names, (Why.LOST, Why.MISSING)),
-            suspect_nodes=book.named(names, (Why.SUSPECT,)),
-        )
+        hosts = self.cfg.job.hosts
+        return decisions.placed(verdict, cycle, now, names, book, moves, previous, hosts, hostprobe.free_port)
 
     def retired(self, run: RunSummary) -> RunSummary:
         """``run`` with the lost and suspect nodes known so far (spares that died during
@@ -369,14 +237,20 @@ class Coordinator:
             history,
             startup=startup,
         )
+        self.snapshot_readings = readings.watch(
+            self.snapshot_step, self.cfg.state.snapshot_readings, add_line
+        )
 
     def judge(self, i: int) -> Failure | None:
         return self.jury.judge(i, self.nodes) if self.jury is not None else None
 
     def close(self) -> None:
-        """The judge's progress watch (a thread that reads the progress source) ends."""
+        """The judge's progress watch (a thread that reads the progress source) ends, and
+        the snapshot readings' thread."""
         if self.jury is not None:
             self.jury.stop()
+        if self.snapshot_readings is not None:
+            self.snapshot_readings.stop()
 
     # ------------------------------------------------------------------ stop + end
 

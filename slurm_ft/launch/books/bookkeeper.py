@@ -1,13 +1,14 @@
 """Where and when a launcher writes its state-dir files: cycle records, the job outcome,
 unhealthy-node records.
 
-The formats live in ``records``; this module owns the timing rules around them, and
-receives everything it writes as immutable values (a :class:`RunSummary`, a decision, a
-result): what a record says never depends on when the loop happened to update a field.
-Node 0 writes the job's records. A peer writes its own copies only when its state dir is
-not shared with node 0 (it finds no record of this run there), so a shared dir never ends
-up with a peer's partial view. Files that are not on a restart's critical path are
-deferred until the next cycle's workers run.
+The formats live in ``records``. This module owns what each record says
+(:class:`RecordForms`) and the timing rules around them (:class:`Bookkeeper`), and receives
+everything it writes as immutable values (a :class:`RunSummary`, a decision, a result):
+what a record says never depends on when the loop happened to update a field. Node 0
+writes the job's records. A peer writes its own copies only when its state dir is not
+shared with node 0 (it finds no record of this run there), so a shared dir never ends up
+with a peer's partial view. Files that are not on a restart's critical path are deferred
+until the next cycle's workers run.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from pathlib import Path
 
 from slurm_ft import jobpointer, procident, records
 from slurm_ft.launch import policy
+from slurm_ft.launch.books.stateio import StateIO
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.applog import cycle_log_path
 from slurm_ft.launch.policy import Ending
 from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision
-from slurm_ft.launch.stateio import StateIO
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import Failure, JsonDict
@@ -56,7 +57,7 @@ class RunSummary:
     failure_seen: Failure | None = None  # the last failure, kept after a success (metrics)
     log_lost: tuple[int, int] = (0, 0)  # lines, bytes the cycle logs could not take
     store_values_ignored: tuple[str, ...] = ()  # the store keys whose values were ignored (sealer)
-    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession)
+    successions: tuple[str, ...] = ()  # the store moved: one line each (launch.succession.rule)
     unfenced: tuple[str, ...] = ()  # processes of a lost store host that could not be killed
     snapshots_persisted: tuple[str, ...] = ()  # this node's persist on the way out: one line per rank
     snapshots_not_persisted: tuple[str, ...] = ()  # ... and what it could not persist
@@ -78,6 +79,87 @@ class RunSummary:
         )
 
 
+class RecordForms:
+    """The launcher's facts every record repeats (its job, run id, topology, clock, where
+    the cycle logs go), and what each record says, made from immutable values. (A plain
+    class: it is behaviour, and a dataclass costs the launcher's start its generated code.)"""
+
+    def __init__(
+        self,
+        job: SlurmJob,
+        run_id: str,
+        topo: Topology,
+        clock: Callable[[], float],
+        applog_prefix: str | None = None,
+        applog_per_node: bool = False,
+    ) -> None:
+        self.job, self.run_id, self.topo, self.clock = job, run_id, topo, clock
+        self.applog_prefix, self.applog_per_node = applog_prefix, applog_per_node
+
+    def cycle_record(self, run: RunSummary, i: int, cycle: int, d: Decision) -> records.CycleRecord:
+        names = list(d.nodes)
+        active = [names[k] for k in d.active if k < len(names)]
+        spare = [names[k] for k in d.spares if k < len(names)]
+        return records.CycleRecord(
+            cycle=cycle,
+            attempt=self.job.attempt,
+            restart=i,
+            run_id=self.run_id,
+            run_uuid=run.run_uuid,
+            start_time=d.start_time,
+            nodes=list(d.nodes),
+            world_size=self.topo.world_size,
+            nproc_per_node=self.topo.nproc_per_node,
+            master_addr=d.master_addr or self.topo.master_addr,
+            master_port=d.master_port,
+            active_nodes=active,
+            spare_nodes=spare,
+            replacements=list(d.replacements),
+            log_files=[f.to_json() for f in self.log_files(cycle, d)],
+        )
+
+    def log_files(self, cycle: int, d: Decision) -> list[records.LogFile]:
+        """The files the cycle's launchers write its output to (the same naming rule as
+        ``CycleWorkers``: ``.node<K>`` with the launcher's index K in the node list)."""
+        if not self.applog_prefix:
+            return []
+        if not self.applog_per_node:
+            return [records.LogFile(str(cycle_log_path(self.applog_prefix, cycle)))]
+        names = list(d.nodes) or [self.job.node_name]
+        working = d.active or tuple(range(len(names)))
+        return [
+            records.LogFile(str(cycle_log_path(self.applog_prefix, cycle, k)), names[k], k)
+            for k in working
+            if k < len(names)
+        ]
+
+    def outcome(self, run: RunSummary, ending: Ending) -> records.OutcomeRecord:
+        failure = run.last_failure
+        return records.OutcomeRecord(
+            exit_code=ending.exit_code,
+            outcome=ending.outcome,
+            reason=ending.reason,
+            first_failure=failure.to_json() if failure else None,
+            cycles=run.cycles_run,
+            first_cycle=run.first_cycle if run.cycles_run else None,
+            last_cycle=run.last_cycle,
+            attempt=self.job.attempt,
+            job_id=self.job.job_id,
+            run_id=self.run_id,
+            run_uuid=run.run_uuid,
+            unhealthy_nodes=list(ending.unhealthy_nodes),
+            nodes=list(ending.nodes if ending.nodes else run.nodes),
+            lost_nodes=list(ending.lost_nodes or run.lost_nodes),
+            suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
+            store_values_ignored=list(run.store_values_ignored),
+            store_successions=list(run.successions),
+            unfenced=list(run.unfenced),
+            snapshots_persisted=list(run.snapshots_persisted),
+            snapshots_not_persisted=list(run.snapshots_not_persisted),
+            time=self.clock(),
+        )
+
+
 def stuck_detail(stuck: list[Survivor]) -> str:
     """Processes that outlived SIGKILL hold this node's GPUs and files: it is unhealthy
     from now on (its next join says so, and node 0 stops the job with 94 naming it)."""
@@ -86,6 +168,8 @@ def stuck_detail(stuck: list[Survivor]) -> str:
 
 
 class Bookkeeper:
+    """One launcher's records: which it writes, when, and through which bounded access."""
+
     def __init__(
         self,
         state: StateDir,
@@ -98,12 +182,9 @@ class Bookkeeper:
         applog_per_node: bool = False,
     ) -> None:
         self.state = state
-        self.applog_prefix = applog_prefix
-        self.applog_per_node = applog_per_node
         self.job = job
-        self.run_id = run_id
-        self.topo = topo
         self.clock = clock
+        self.forms = RecordForms(job, run_id, topo, clock, applog_prefix, applog_per_node)
         self.is_node0 = job.node_rank == 0
         self.private_records: bool | None = None  # peers: the state dir is not shared with node 0
         self.deferred: list[Callable[[], None]] = []
@@ -173,69 +254,6 @@ class Bookkeeper:
 
     # ------------------------------------------------------------------ records
 
-    def cycle_record(self, run: RunSummary, i: int, cycle: int, d: Decision) -> records.CycleRecord:
-        names = list(d.nodes)
-        active = [names[k] for k in d.active if k < len(names)]
-        spare = [names[k] for k in d.spares if k < len(names)]
-        return records.CycleRecord(
-            cycle=cycle,
-            attempt=self.job.attempt,
-            restart=i,
-            run_id=self.run_id,
-            run_uuid=run.run_uuid,
-            start_time=d.start_time,
-            nodes=list(d.nodes),
-            world_size=self.topo.world_size,
-            nproc_per_node=self.topo.nproc_per_node,
-            master_addr=d.master_addr or self.topo.master_addr,
-            master_port=d.master_port,
-            active_nodes=active,
-            spare_nodes=spare,
-            replacements=list(d.replacements),
-            log_files=[f.to_json() for f in self.log_files(cycle, d)],
-        )
-
-    def log_files(self, cycle: int, d: Decision) -> list[records.LogFile]:
-        """The files the cycle's launchers write its output to (the same naming rule as
-        ``CycleWorkers``: ``.node<K>`` with the launcher's index K in the node list)."""
-        if not self.applog_prefix:
-            return []
-        if not self.applog_per_node:
-            return [records.LogFile(str(cycle_log_path(self.applog_prefix, cycle)))]
-        names = list(d.nodes) or [self.job.node_name]
-        working = d.active or tuple(range(len(names)))
-        return [
-            records.LogFile(str(cycle_log_path(self.applog_prefix, cycle, k)), names[k], k)
-            for k in working
-            if k < len(names)
-        ]
-
-    def outcome(self, run: RunSummary, ending: Ending) -> records.OutcomeRecord:
-        failure = run.last_failure
-        return records.OutcomeRecord(
-            exit_code=ending.exit_code,
-            outcome=ending.outcome,
-            reason=ending.reason,
-            first_failure=failure.to_json() if failure else None,
-            cycles=run.cycles_run,
-            first_cycle=run.first_cycle if run.cycles_run else None,
-            last_cycle=run.last_cycle,
-            attempt=self.job.attempt,
-            job_id=self.job.job_id,
-            run_id=self.run_id,
-            run_uuid=run.run_uuid,
-            unhealthy_nodes=list(ending.unhealthy_nodes),
-            nodes=list(ending.nodes if ending.nodes else run.nodes),
-            lost_nodes=list(ending.lost_nodes or run.lost_nodes),
-            suspect_nodes=list(ending.suspect_nodes or run.suspect_nodes),
-            store_values_ignored=list(run.store_values_ignored),
-            store_successions=list(run.successions),
-            unfenced=list(run.unfenced),
-            snapshots_persisted=list(run.snapshots_persisted),
-            snapshots_not_persisted=list(run.snapshots_not_persisted),
-            time=self.clock(),
-        )
-
     def write_outcome(self, run: RunSummary, ending: Ending) -> None:
         """Node 0 always; a peer only into a state dir of its own (see module doc). Each
         attempt's outcome is also kept under ``outcomes/`` (the templates remove
@@ -244,7 +262,7 @@ class Bookkeeper:
             self.io.written_by(self.state.outcome, run.run_uuid) or self.private_records is False
         ):
             return
-        rec = self.outcome(run, ending)
+        rec = self.forms.outcome(run, ending)
         with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
             self._write(self.state.outcome, rec)
             self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
@@ -256,7 +274,7 @@ class Bookkeeper:
         peers may: each writes the same thing, atomically. Waits at most ``budget``."""
         if self.io.written_by(self.state.outcome, run.run_uuid):
             return
-        rec = self.outcome(run, ending)
+        rec = self.forms.outcome(run, ending)
         with contextlib.suppress(OSError):
             self._write(self.state.outcome, rec)
             self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
@@ -287,7 +305,7 @@ class Bookkeeper:
                 self.private_records = not self.io.written_by(path, run.run_uuid)
             if not self.private_records:
                 return
-        self._write(path, self.cycle_record(run, i, cycle, d))
+        self._write(path, self.forms.cycle_record(run, i, cycle, d))
 
     def shares_state(self, run_uuid: str, cycle: int) -> bool:
         """Whether this launcher's state dir is the store host's: its record of ``cycle`` of
@@ -301,7 +319,7 @@ class Bookkeeper:
     def close_cycle(
         self, run: RunSummary, i: int, cycle: int, d: Decision, result: CycleResult, *, later: bool
     ) -> None:
-        rec = self.cycle_record(run, i, cycle, d)
+        rec = self.forms.cycle_record(run, i, cycle, d)
         rec.outcome, rec.end_time, rec.first_failure = result.outcome, result.end_time, result.first_failure
         path = self.state.cycle_record(cycle)
         if later:

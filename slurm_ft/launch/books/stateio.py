@@ -12,7 +12,7 @@ on (the restart count, the decision, the ledger's verdict) is in the store and i
 anyway, so nothing waits for it. The record is kept here (the newest version of each file)
 and written, in order, once the child's stuck write returns (the mount answers again);
 until then every write is kept at once and every read answers "not there". The agent
-decides what a stall that does not end means for the attempt (``Agent.finish``, README
+decides what a stall that does not end means for the attempt (``lifetime.finish``, README
 "A file system that stops answering").
 """
 
@@ -30,7 +30,7 @@ from slurm_ft import atomicfile
 from slurm_ft import scribe_child as wire
 
 if TYPE_CHECKING:
-    from slurm_ft.scribe import Scribe
+    from slurm_ft.scribe import Reply, Scribe
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -145,21 +145,9 @@ class StateIO:
 
     def _request_write(self, path: Path, data: bytes, backup: bool) -> bool:
         """One atomic write by the child; False (and the write kept) when it stalled."""
-        from slurm_ft.scribe import Stalled
-
-        abort = self._abort()
-        try:
-            reply = self._child().request(
-                wire.OP_ATOMIC,
-                str(path),
-                data,
-                wire.BACKUP if backup else 0,
-                timeout=self.timeout,
-                abort=abort,
-            )
-        except Stalled:
+        reply = self._request(wire.OP_ATOMIC, path, data, wire.BACKUP if backup else 0)
+        if reply is None:
             self.pending[path] = (data, backup)
-            self._stalled(path, abort)
             return False
         reply.raise_error(str(path))
         return True
@@ -184,12 +172,7 @@ class StateIO:
     def add_line(self, path: Path, line: bytes) -> None:
         """Append one whole line (a timed reading); dropped while the state dir is stalled."""
         if not self.scribed:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            _append_line(path, line)
             return
         self._simple(wire.OP_ADDLINE, path, line)
 
@@ -201,27 +184,32 @@ class StateIO:
 
     def unlink(self, path: Path) -> None:
         if not self.scribed:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            path.unlink(missing_ok=True)
             return
         self._simple(wire.OP_UNLINK, path)
 
     def _simple(self, op: int, path: Path, data: bytes = b"") -> None:
         """A request worth no keeping: skipped while stalled, raised as OSError on error."""
+        with self._lock:
+            reply = self._ask(op, path, data)
+            if reply is not None:
+                reply.raise_error(str(path))
+
+    def _ask(self, op: int, path: Path, data: bytes = b"") -> Reply | None:
+        """One answered request of the child (under ``_lock``); None while the state dir
+        is stalled, or when this request finds it so."""
+        return self._request(op, path, data) if self._recovered() else None
+
+    def _request(self, op: int, path: Path, data: bytes, arg: int = 0) -> Reply | None:
+        """The child's answer; None (and the stall said) when none came in time."""
         from slurm_ft.scribe import Stalled
 
-        with self._lock:
-            if not self._recovered():
-                return
-            abort = self._abort()
-            try:
-                reply = self._child().request(op, str(path), data, timeout=self.timeout, abort=abort)
-            except Stalled:
-                self._stalled(path, abort)
-                return
-            reply.raise_error(str(path))
+        abort = self._abort()
+        try:
+            return self._child().request(op, str(path), data, arg, timeout=self.timeout, abort=abort)
+        except Stalled:
+            self._stalled(path, abort)
+            return None
 
     # ------------------------------------------------------------------ reads
 
@@ -233,20 +221,11 @@ class StateIO:
                 return path.read_bytes()
             except FileNotFoundError:
                 return None
-        from slurm_ft.scribe import Stalled
-
         with self._lock:
             if path in self.pending:
                 return self.pending[path][0]
-            if not self._recovered():
-                return None
-            abort = self._abort()
-            try:
-                reply = self._child().request(wire.OP_READ, str(path), timeout=self.timeout, abort=abort)
-            except Stalled:
-                self._stalled(path, abort)
-                return None
-            if reply.missing:
+            reply = self._ask(wire.OP_READ, path)
+            if reply is None or reply.missing:
                 return None
             reply.raise_error(str(path))
             return reply.payload
@@ -258,16 +237,9 @@ class StateIO:
                 return os.listdir(directory)
             except FileNotFoundError:
                 return []
-        from slurm_ft.scribe import Stalled
-
         with self._lock:
-            if not self._recovered():
-                return None
-            abort = self._abort()
-            try:
-                reply = self._child().request(wire.OP_LIST, str(directory), timeout=self.timeout, abort=abort)
-            except Stalled:
-                self._stalled(directory, abort)
+            reply = self._ask(wire.OP_LIST, directory)
+            if reply is None:
                 return None
             if reply.missing:
                 return []
@@ -314,6 +286,16 @@ class StateIO:
         """End the child within ``budget`` (SIGKILL and leave it behind when it is stuck)."""
         if self._scribe is not None:
             self._scribe.close(0.0 if self._scribe.stalled() else budget)
+
+
+def _append_line(path: Path, line: bytes) -> None:
+    """The local disk's append: one write of the whole line, the file made private."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def unanswered(root: Path, node: str, timeout: float) -> str | None:

@@ -4,77 +4,42 @@ workers, watch them and the job, stop them.
 Node 0's additional duties (deciding, judging heart-beats) are the coordinator's; the
 member only asks its ``judge`` during the watch, which node 0 supplies. The node's own
 watchers beside its workers (NIC monitor, health check while training) are its
-``companions``: the member asks them and publishes what they find.
+``companions``: the member asks them and publishes what they find. Its health (the checks
+before a join, a failure while training remembered) is ``nodehealth``'s; how its workers
+are stopped the way the watch ended is ``workerstop``'s; why a watch ended is ``watchend``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import select
-import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
 
-from slurm_ft import health
-from slurm_ft.exitcodes import signal_by_name, signal_name
-from slurm_ft.health import periodic
 from slurm_ft.launch import hang, policy
-from slurm_ft.launch.bookkeeping import Bookkeeper
-from slurm_ft.launch.companions import Companions, configured_gpus, written_dirs
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
+from slurm_ft.launch.companions import Companions
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.output.applog import output_note
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import CycleResult, Decision, JoinInfo
+from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
-from slurm_ft.launch.signals import SignalBox, forwarding_note
+from slurm_ft.launch.roles.nodehealth import NodeHealth
+from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
+from slurm_ft.launch.roles.workerstop import WorkerStop
+from slurm_ft.launch.signals import SignalBox
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.launch.workers.survivors import Survivor
-from slurm_ft.records import CycleOutcome, Failure, FailureKind
-from slurm_ft.settingsyntax import parse_signals
+from slurm_ft.records import Failure, FailureKind
 
 DECISION_GRACE_S = 30.0
 REJOIN_S = 1.0  # how often a launcher waiting for the decision makes sure its join record is there
 STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
 
 Judge = Callable[[int], Failure | None]
-
-
-class WatchEndKind(Enum):
-    SUCCESS = "success"  # every worker on every node exited 0
-    FAILURE = "failure"  # the cycle's first failure, anywhere
-    SIGNAL = "signal"  # this launcher received a terminating signal
-    STORE_LOST = "store-lost"  # node 0's store went away or froze
-    BLIND = "blind"  # a background thread died: the job can no longer be seen
-
-
-@dataclass(frozen=True)
-class WatchEnd:
-    """Why this launcher's watch of a cycle ended, with the failure when there is one."""
-
-    kind: WatchEndKind
-    failure: Failure | None = None
-    signum: int | None = None
-    detail: str = ""
-
-    def result(self, now: float) -> CycleResult:
-        """The cycle's result as node 0 records and publishes it."""
-        return CycleResult(CYCLE_OUTCOME[self.kind], now, self.failure.to_json() if self.failure else None)
-
-
-CYCLE_OUTCOME = {
-    WatchEndKind.SUCCESS: CycleOutcome.SUCCEEDED,
-    WatchEndKind.FAILURE: CycleOutcome.FAILED,
-    WatchEndKind.SIGNAL: CycleOutcome.SIGNALLED,
-    WatchEndKind.STORE_LOST: CycleOutcome.LOST,
-    WatchEndKind.BLIND: CycleOutcome.LOST,
-}
 
 
 class Member:
@@ -96,48 +61,19 @@ class Member:
         self.ev = events
         self.sig = signals
         self._wake = wake
-        self._baseline = health.take_baseline(cfg.settings.health) if cfg.health_checks else None
-        # Set once a check while training failed: this node joins every later cycle of the
-        # attempt unhealthy (it failed a check seconds ago; no second look decides again).
-        self.found_unhealthy: str | None = None
         self.companions = Companions(cfg, events, wake_fd=wake.write_fd)
+        self.health = NodeHealth(cfg, books, events, self.companions)
         self.hangs = hangs
-        self._termination_signal = int(parse_signals([cfg.settings.hang.rank_termination_signal])[0])
+        self._stop = WorkerStop(cfg, events, signals, self.publish_quietly)
         for warning in cfg.placement.warnings if cfg.placement else ():
             self.ev.event(f"placement: {warning}")
 
     # ------------------------------------------------------------------ health + join
 
     def check_health(self, i: int) -> str | None:
-        """None when healthy (or checks are off this cycle), else '<check>: <detail>'. A
-        node whose check failed while training stays unhealthy (also when that run ended
-        only after its cycle did)."""
-        if self.found_unhealthy is None:
-            late = self.companions.late_failure()
-            if late is not None:
-                self.found_unhealthy = self._unhealthy(late, "while training")
-        if self.found_unhealthy is not None:
-            return self.found_unhealthy
-        report = node_checks(self.cfg, i, self._baseline)
-        if report is None:
-            return None
-        self.companions.saw_join_check(report)
-        return None if report.healthy else self._unhealthy(report, "")
-
-    def _unhealthy(self, report: health.Report, when: str) -> str:
-        """Record this node unhealthy (its record in the state dir, best effort: the file
-        system that failed the check may hold it; an event line); returns '<check>:
-        <detail>', what its join and its failure say."""
-        detail = periodic.unhealthy_detail(report) or "unhealthy"
-        doc = report.to_json()
-        if when:
-            doc["when"] = when
-        self.ev.event(f"node unhealthy{' ' + when if when else ''}: {detail}")
-        try:
-            self.books.own_unhealthy(detail, doc)
-        except OSError as exc:
-            self.ev.event(f"unhealthy record not written: {exc.strerror or exc}")
-        return detail
+        """None when healthy (or checks are off this cycle), else '<check>: <detail>' (see
+        :meth:`NodeHealth.check`)."""
+        return self.health.check(i)
 
     def join(self, i: int, unhealthy: str | None, stuck: str | None = None, snapshots: bool = False) -> None:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
@@ -263,7 +199,7 @@ class Member:
         report = self.companions.failed_check()
         if report is None:
             return None
-        detail = self.found_unhealthy = self._unhealthy(report, "while training")
+        detail = self.health.failed_while_training(report)
         failure = self.own_failure(FailureKind.UNHEALTHY, f"health check while training: {detail}")
         return WatchEnd(WatchEndKind.FAILURE, failure=self.client.publish_failure(i, failure))
 
@@ -340,79 +276,7 @@ class Member:
         if result is None:
             self.ev.event("finished, but node 0 did not confirm the result")
 
-    def _interrupted_again(self) -> bool:
-        self.sig.drain()
-        return self.sig.repeated
-
     def stop(self, i: int, cycle: int, workers: CycleWorkers | None, end: WatchEnd) -> list[Survivor]:
-        """Stop this node's workers the way the watch ended: a forwarded signal with its
-        long grace (workers checkpoint then); a failure (after keeping the stacks of a
-        hang) with the rank termination signal and a short grace. A spare has none.
-        Returns the processes that outlived SIGKILL (normally none)."""
-        launch = self.cfg.settings.launch
-        if end.kind is WatchEndKind.SIGNAL:
-            assert end.signum is not None
-            name = signal_name(end.signum)
-            self.ev.event(forwarding_note(end.signum, launch.term_timeout if workers is not None else None))
-            self.publish_quietly(i, FailureKind.SIGNAL, f"launcher received {name}", signame=name)
-            if workers is None:
-                return []
-            hurry = self._interrupted_again if end.signum == signal.SIGINT else None
-            return workers.stop(end.signum, launch.term_timeout, hurry=hurry, wake_fds=(self.sig.fd,))
-        relayed = self._relayed_signal(end.failure)
-        if relayed is not None and workers is not None:
-            # Another launcher received a signal forwarded to the whole job (preemption,
-            # the time limit's warning, scancel --signal): this node's may be a moment
-            # behind. Its workers get the same signal and the same long grace, never the
-            # failure stop's TERM and 0.2 s: a checkpoint on that signal needs every rank
-            # (issue 47: the README example's rank 0 was killed before it logged USR1).
-            assert end.failure is not None
-            self.ev.event(
-                f"cycle {cycle} stopped: {end.failure.describe()}; forwarding {signal_name(relayed)} "
-                f"to workers; waiting up to {launch.term_timeout:g} s for them to exit"
-            )
-            return workers.stop(relayed, launch.term_timeout, wake_fds=(self.sig.fd,))
-        if end.failure is not None:
-            where = output_note(self.cfg.settings.applog, cycle, end.failure)
-            self.ev.event(f"cycle {cycle} failed: {end.failure.describe()}{where}")
-            if end.failure.traceback:
-                self.ev.event(f"traceback of rank {end.failure.rank}: {end.failure.traceback}")
-        elif end.kind is WatchEndKind.STORE_LOST:
-            self.ev.event(f"lost the rendezvous store: {end.detail}")  # no one to tell there
-        elif end.kind is not WatchEndKind.SUCCESS:
-            self.ev.event(f"lost the rendezvous store: {end.detail}")
-            # Node 0 blind: halt the others if they can hear.
-            self.publish_quietly(i, FailureKind.LAUNCHER, f"launcher blind: {end.detail}")
-        if workers is None:
-            return []
-        if end.failure is not None and end.failure.kind is FailureKind.HANG:
-            workers.keep_stacks(f"hang, detector {end.failure.detector}")
-        # The job's collective is broken: the other ranks can do no useful work, so they
-        # get a short grace, unless inside a section (a checkpoint being written).
-        return workers.stop(
-            self._termination_signal, launch.workers_stop_timeout, short_grace=launch.failure_stop_grace
-        )
-
-    def _relayed_signal(self, failure: Failure | None) -> int | None:
-        """The signal another launcher received and ended the cycle on, when it is one this
-        launcher forwards too; None for any other ending."""
-        if failure is None or failure.kind is not FailureKind.SIGNAL:
-            return None
-        signum = signal_by_name(failure.signal)
-        return signum if signum in self.sig.signals else None
-
-
-def node_checks(cfg: AgentConfig, i: int, baseline: health.Baseline | None) -> health.Report | None:
-    """This node's health checks before the join of cycle ``i``, with the launcher's
-    settings; None when they are off for that cycle."""
-    launch = cfg.settings.launch
-    if not cfg.health_checks or not (launch.health_before_join or i == 0):
-        return None
-    return health.run_checks(
-        dataclasses.replace(cfg.settings.health, nic_mode=launch.nic_mode),
-        node_name=cfg.job.node_name,
-        expected_gpus=configured_gpus(cfg),
-        baseline=baseline,
-        own_pids=[os.getpid()],
-        near_paths=written_dirs(cfg),
-    )
+        """Stop this node's workers the way the watch ended (see :class:`WorkerStop`);
+        the processes that outlived SIGKILL (normally none)."""
+        return self._stop.stop(i, cycle, workers, end)

@@ -1,8 +1,8 @@
-"""The two sides of a store succession once the claim is settled (``launch.succession``):
+"""The two sides of a store succession once the claim is settled (``launch.succession.rule``):
 the successor opens the next epoch's store and takes over the coordinator's role; a
 follower finds that store and joins it only when it holds its own run.
 
-The store-loss flow (``storeloss``) calls these; the rule of who leads lives in ``succession``.
+The store-loss flow (``storeloss``) calls these; the rule of who leads lives in ``rule``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurm_ft.launch import cyclecount, succession
-from slurm_ft.launch.bookkeeping import Bookkeeper
+from slurm_ft.launch.books import cyclecount
+from slurm_ft.launch.books.bookkeeper import Bookkeeper
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator, open_store
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.protocol import Base, Decision, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.roles.coordinator import Coordinator, open_store
+from slurm_ft.launch.succession import rule
 
 if TYPE_CHECKING:  # the fence (and the drill's senders under it) loads when one runs
-    from slurm_ft.launch.fence import Fenced
+    from slurm_ft.launch.succession.fence import Fenced
 
 FENCE_WAIT_S = 30.0  # the longest a successor's first decision waits for the fence
 
@@ -63,7 +64,7 @@ class FenceJob:
 def start_fence(cfg: AgentConfig, lost_node: str, cycles: list[int], run_uuid: str) -> FenceJob:
     """SIGKILL what the lost host recorded: through Slurm inside a job step (``step_killer``
     is set only there), on this host for simulated nodes."""
-    from slurm_ft.launch.fence import fence  # only a successor fences: not on every launch's start
+    from slurm_ft.launch.succession.fence import fence  # only a successor fences: not on every launch's start
 
     via_srun = bool(cfg.step_killer)
     return FenceJob(lambda: fence(cfg.state, lost_node, cycles, run_uuid, cfg.job.job_id, via_srun=via_srun))
@@ -97,7 +98,7 @@ def lead(
     else:
         client = open_store(cfg, keys, sealer, events)
         try:
-            succession.publish_port(cfg.state.succession_port(cfg.run_id, keys.epoch), client.port)
+            rule.publish_port(cfg.state.succession_port(cfg.run_id, keys.epoch), client.port)
         except OSError as exc:
             events.event(f"could not note the store's port for the followers ({exc}); they scan for it")
     coordinator = Coordinator(cfg, client, books, events, clock=clock, snapshot_step=snapshot_step)
@@ -133,16 +134,16 @@ def follow(
             raise StoreLost(f"the successor's store (epoch {keys.epoch}) does not hold this run")
         return client, found
     address = cfg.job.hosts[leader] if leader < len(cfg.job.hosts) else cfg.topo.master_addr
-    noted = succession.await_port(
+    noted = rule.await_port(
         cfg.state.succession_port(cfg.run_id, keys.epoch),
         cfg.rdzv_ports,
-        until=min(deadline, time.monotonic() + succession.PORT_WAIT_S),
+        until=min(deadline, time.monotonic() + rule.PORT_WAIT_S),
         abort=abort,
         sleep=sleep,
     )
     return find_run(
         address,
-        succession.ports_to_try(cfg.rdzv_ports, noted),
+        rule.ports_to_try(cfg.rdzv_ports, noted),
         keys,
         sealer,
         deadline=deadline,

@@ -5,7 +5,7 @@ when the host only froze, the watchdog's side of it (sever, wait for a successor
 Kept apart from the agent's cycle loop because it is a flow of its own that cuts across
 the cycle (it starts in a join, a decision or a watch and ends in the next epoch's store)
 and because part of it runs on the watchdog thread. The rule of who may succeed and who
-leads lives in ``succession`` (pure); the two sides of the handover in ``handover``.
+leads lives in ``rule`` (pure); the two sides of the handover in ``handover``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from slurm_ft.exitcodes import ExitCode
-from slurm_ft.launch import policy, succession, wayout
-from slurm_ft.launch.bookkeeping import Bookkeeper, RunSummary
+from slurm_ft.launch import policy, wayout
+from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
-from slurm_ft.launch.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.beatperiod import beat_period
@@ -30,15 +29,17 @@ from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.protocol import Base, CycleResult, Decision, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
+from slurm_ft.launch.roles.coordinator import Coordinator, PortsInUse
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.succession import rule
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.launch.workers import process as wk
 from slurm_ft.launch.workers.group import CycleWorkers
 from slurm_ft.records import CycleOutcome, Failure, FailureKind, SuccessionClaim, node_name
 
 if TYPE_CHECKING:  # the handover (and the fence under it) loads when a store host is lost
-    from slurm_ft.launch.handover import EpochStore, FenceJob
     from slurm_ft.launch.snapshots.node import NodeSnapshots
+    from slurm_ft.launch.succession.handover import EpochStore, FenceJob
 
 SUCCESSION_TURN_MIN_S = 2.0  # the least time a candidate gives the one before it to claim
 HANDOVER_GRACE_S = 5.0  # a frozen store's watchdog waits this long past the operation timeout
@@ -140,7 +141,7 @@ class StoreHostLoss:
         d, a = self.decision, self.launcher
         cfg = a.cfg
         shared = d is not None and self.books.shares_state(a.run.run_uuid, d.cycle)
-        why = succession.why_not(
+        why = rule.why_not(
             launchers=cfg.num_nodes,
             spare_nodes=self.launch.spare_nodes,
             decision=d,
@@ -149,12 +150,12 @@ class StoreHostLoss:
             shared_state=shared,
             unhealthy=a.unhealthy,
         )
-        return why if why is not None or d is None else succession.lost_ranks_fillable(d, cfg.store_host)
+        return why if why is not None or d is None else rule.lost_ranks_fillable(d, cfg.store_host)
 
     def _succeed(self, i: int, detail: str) -> str | None:
         """Settle who hosts the next epoch's store (``succession``), then lead or follow
         (``handover``); None when this launcher is in the new epoch, else why not."""
-        from slurm_ft.launch import handover  # not on every launch's start
+        from slurm_ft.launch.succession import handover  # not on every launch's start
 
         self.cancel_handover()
         a = self.launcher
@@ -167,17 +168,15 @@ class StoreHostLoss:
         failure = Failure(FailureKind.LOST_NODE, lost, host, now, detail=f"store host lost: {detail}")
         a.run = dataclasses.replace(a.run, last_failure=failure, failure_seen=failure)
         keys = next_epoch(a.keys)
-        order = succession.candidates(d, cfg.num_nodes, host)
+        order = rule.candidates(d, cfg.num_nodes, host)
         # a turn spans the peers' spread in noticing the loss: up to a (stretched) beat period
         beats = beat_period(cfg.num_nodes, self.launch.heartbeat_interval, self.launch.heartbeat_timeout)
         turn = max(SUCCESSION_TURN_MIN_S, beats.timeout)
-        wait = succession.Wait(order, turn, succession.give_up_after(order, turn, self.launch.join_timeout))
+        wait = rule.Wait(order, turn, rule.give_up_after(order, turn, self.launch.join_timeout))
         names = ", ".join(node_name(d.nodes, k) for k in order)
         self.ev.event(f"store host {lost} lost ({detail}); successor order: {names}")
         mine = SuccessionClaim(keys.epoch, me, cfg.job.node_name, uuid, lost, os.getpid(), now)
-        found = succession.settle(
-            cfg.state.succession_claim(cfg.run_id, keys.epoch), mine, wait, self.sig.arrived
-        )
+        found = rule.settle(cfg.state.succession_claim(cfg.run_id, keys.epoch), mine, wait, self.sig.arrived)
         if isinstance(found, str):
             return found
         if found.run_uuid != uuid or found.launcher not in order:
@@ -204,7 +203,7 @@ class StoreHostLoss:
     def _lead(self, i: int, keys: Keys, last: Decision, lost_host: int, failure: Failure) -> Base:
         """This launcher won the claim: the next epoch's store, the coordinator's role, the
         fence of the lost host, and the lost cycle's books closed."""
-        from slurm_ft.launch import handover
+        from slurm_ft.launch.succession import handover
 
         a = self.launcher
         cfg, run = a.cfg, a.run
@@ -242,7 +241,7 @@ class StoreHostLoss:
         if self.launch.spare_nodes < 1:
             return None
         cfg = self.launcher.cfg
-        claim = succession.superseded(cfg.state, cfg.run_id, self.launcher.keys.epoch)
+        claim = rule.superseded(cfg.state, cfg.run_id, self.launcher.keys.epoch)
         return None if claim is None else f"{claim.node} leads epoch {claim.epoch} of this run"
 
     def stop_if_superseded(self) -> None:

@@ -14,7 +14,7 @@ from slurm_ft import atomicfile
 from slurm_ft.statedir import CYCLE_RECORD_STEM, StateDir
 
 if TYPE_CHECKING:
-    from slurm_ft.launch.stateio import StateIO
+    from slurm_ft.launch.books.stateio import StateIO
 
 
 def read_next_cycle(state: StateDir, io: StateIO | None = None) -> int:
@@ -32,7 +32,7 @@ def read_next_cycle(state: StateDir, io: StateIO | None = None) -> int:
 
 
 def _read_bounded(state: StateDir, io: StateIO) -> int:
-    from slurm_ft.launch.stateio import StateDirStalled
+    from slurm_ft.launch.books.stateio import StateDirStalled
 
     counter: int | None = None
     with contextlib.suppress(OSError, ValueError):
