@@ -256,7 +256,14 @@ def test_ctrl_c_ends_a_follow_cleanly(tmp_path):
     try:
         wait_until(lambda: (job.state / "cycles" / "cycle0.json").exists(), 30, message="cycle 0 record")
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            follower = subprocess.Popen([*LOGS, "--state-dir", str(job.state), "-f"], stdout=fo, stderr=fe)
+            # ^C as a terminal delivers it: a run started in the background (`cmd &` without job
+            # control) hands its children SIGINT ignored, and Python then leaves it ignored
+            follower = subprocess.Popen(
+                [*LOGS, "--state-dir", str(job.state), "-f"],
+                stdout=fo,
+                stderr=fe,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
         try:
             wait_until(lambda: "cycle 0 tick" in out.read_text(), 30, message="the follower shows cycle 0")
             follower.send_signal(signal.SIGINT)
