@@ -277,6 +277,7 @@ def test_replicas_land_while_the_trainer_snapshots_many_times_during_each_copy(
         # without the hold every one of them was superseded
         assert pusher.counts.behind >= 2, pusher.counts
         assert [i.step for i in reader.complete_slots(mine, "rank-00000")] == [step, step - 1]
+        pusher.close()  # no replica lands while they are read: a landing replaces the slot's file
         for info in reader.complete_slots(theirs, "rank-00000"):  # both replicas whole, of their step
             assert info.header.origin is layout.Origin.REPLICA
             assert whole(info.step, reader.load(info, copy=True))
