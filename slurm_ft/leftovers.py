@@ -1,0 +1,122 @@
+"""The directories a launcher keeps in shared memory, and the sweep of those whose launcher
+is gone: the one rule for the snapshot areas and the private run dirs.
+
+Shared memory outlives every process: a SIGKILLed launcher's directories would stay until
+the node reboots, and nothing but the next launcher of the same user is there to free
+them. So each directory holds an owner record (``launcher``: the creating launcher's pid
+and start tick), and a sweep removes a directory only when all of these hold: its name is
+one of ours (the caller's pattern), it is a real directory owned by this user and closed to
+everyone else, and its launcher is provably gone - checked by pid *and* start tick, so a
+reused pid never keeps an ended launcher's memory and a live launcher is never swept. A
+record that cannot be read or parsed is not proof of an end: that directory stays. A
+directory without a record is the caller's judgement (``unrecorded_alive``): a launcher
+writes its record right after the mkdir, but older launchers wrote none.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+
+from slurm_ft import atomicfile, privatefiles, procident
+
+OWNER_FILE = "launcher"
+
+
+class Owner(Enum):
+    LIVE = "live"  # running, or not provably ended (an unreadable record)
+    ENDED = "ended"
+    UNRECORDED = "unrecorded"
+
+
+def claim(directory: Path, pid: int, start_ticks: int | None) -> None:
+    """Record ``pid`` (started at ``start_ticks``) as the directory's launcher. Raises OSError."""
+    atomicfile.write_bytes(
+        directory / OWNER_FILE, f"{pid} {start_ticks if start_ticks is not None else -1}\n".encode()
+    )
+
+
+def recorded_pid(directory: Path) -> int | None:
+    """The pid the owner record names, or None when there is no readable record."""
+    try:
+        return int((directory / OWNER_FILE).read_text(encoding="ascii").split()[0])
+    except (OSError, UnicodeDecodeError, IndexError, ValueError):
+        return None
+
+
+def owner(directory: Path) -> Owner:
+    try:
+        text = (directory / OWNER_FILE).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return Owner.UNRECORDED
+    except (OSError, UnicodeDecodeError):
+        return Owner.LIVE
+    parts = text.split()
+    try:
+        pid, ticks = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return Owner.LIVE
+    return Owner.LIVE if procident.is_same(pid, ticks if ticks >= 0 else None) else Owner.ENDED
+
+
+def age(directory: Path, now: float | None = None) -> float:
+    """Seconds since the directory or any file directly in it last changed (0 when it
+    cannot be read: not provably old)."""
+    try:
+        newest = directory.stat().st_mtime
+        for entry in os.scandir(directory):
+            newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return 0.0
+    return (now if now is not None else time.time()) - newest
+
+
+def private_problem(path: Path, uid: int, what: str) -> str | None:
+    """Why ``path`` is not a directory that only ``uid`` can read and write (None: it is
+    one), as one line about ``what``. Such a directory holds what workers trust (snapshots
+    a reader unpickles, heart-beat slots): one anyone else could write to is never used,
+    and one that is not ours is never removed."""
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        return f"{what} {path}: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{what} {path}: not a directory"
+    if st.st_uid != uid:
+        return f"{what} {path}: owned by uid {st.st_uid}, not {uid}"
+    if st.st_mode & 0o077:
+        return f"{what} {path}: open to others (mode {stat.S_IMODE(st.st_mode):o}, wanted 700)"
+    return None
+
+
+def sweep(
+    root: Path,
+    uid: int,
+    ours: Callable[[str], bool],
+    unrecorded_alive: Callable[[Path], bool],
+    keep: Path | None = None,
+) -> list[Path]:
+    """Remove the directories under ``root`` whose names are ``ours``, private to ``uid``,
+    whose launcher is gone (``keep``, the caller's own, never). Returns what was removed;
+    never raises."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not ours(entry.name):
+            continue
+        path = Path(entry.path)
+        if path == keep or private_problem(path, uid, "") is not None:
+            continue
+        found = owner(path)
+        if found is Owner.LIVE or (found is Owner.UNRECORDED and unrecorded_alive(path)):
+            continue
+        privatefiles.remove_tree(path)
+        removed.append(path)
+    return removed
