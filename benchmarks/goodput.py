@@ -603,10 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the trainer's gloo timeout (both runs)",
     )
     p.add_argument(
-        "--target",
-        type=cmdline.positive_int,
-        default=None,
-        help="time to this many steps (default: 3/4 of a run)",
+        "--target", type=cmdline.positive_int, help="time to this many steps (default: 3/4 of a run)"
     )
     p.add_argument("--only", choices=("slurm-ft", "torchrun"), default=None)
     p.add_argument(
