@@ -63,16 +63,17 @@ def owner(directory: Path) -> Owner:
     return Owner.LIVE if procident.is_same(pid, ticks if ticks >= 0 else None) else Owner.ENDED
 
 
-def age(directory: Path, now: float | None = None) -> float:
-    """Seconds since the directory or any file directly in it last changed (0 when it
-    cannot be read: not provably old)."""
+def changed_within(directory: Path, seconds: float, now: float | None = None) -> bool:
+    """Whether the directory or any file directly in it changed in the last ``seconds``
+    (True when it cannot be read: not provably old). The files are read only when the
+    directory itself is older."""
+    since = (now if now is not None else time.time()) - seconds
     try:
-        newest = directory.stat().st_mtime
-        for entry in os.scandir(directory):
-            newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+        if directory.stat().st_mtime > since:
+            return True
+        return any(entry.stat(follow_symlinks=False).st_mtime > since for entry in os.scandir(directory))
     except OSError:
-        return 0.0
-    return (now if now is not None else time.time()) - newest
+        return True
 
 
 def private_problem(path: Path, uid: int, what: str) -> str | None:

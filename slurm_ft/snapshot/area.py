@@ -144,7 +144,7 @@ def _owned_by_another_live_launcher(area: Path, pid: int) -> bool:
 
 
 def _being_claimed(area: Path, now: float | None) -> bool:
-    return leftovers.age(area, now) < _UNCLAIMED_AGE_S
+    return leftovers.changed_within(area, _UNCLAIMED_AGE_S, now)
 
 
 def human(n: int) -> str:

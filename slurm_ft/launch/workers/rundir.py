@@ -55,7 +55,7 @@ class _UnrecordedRule:
         self._mapped: set[str] | None = None
 
     def __call__(self, path: Path) -> bool:
-        if leftovers.age(path, self._now) < UNRECORDED_AGE_S:
+        if leftovers.changed_within(path, UNRECORDED_AGE_S, self._now):
             return True
         if self._mapped is None:
             self._mapped = mapped_dirs(self._proc, path.parent)
