@@ -40,17 +40,17 @@ def claim(directory: Path, pid: int, start_ticks: int | None) -> None:
     )
 
 
-def recorded_pid(directory: Path) -> int | None:
+def recorded_pid(directory: str | os.PathLike[str]) -> int | None:
     """The pid the owner record names, or None when there is no readable record."""
     try:
-        return int((directory / OWNER_FILE).read_text(encoding="ascii").split()[0])
+        return int(_record(directory).split()[0])
     except (OSError, UnicodeDecodeError, IndexError, ValueError):
         return None
 
 
-def owner(directory: Path) -> Owner:
+def owner(directory: str | os.PathLike[str]) -> Owner:
     try:
-        text = (directory / OWNER_FILE).read_text(encoding="ascii")
+        text = _record(directory)
     except FileNotFoundError:
         return Owner.UNRECORDED
     except (OSError, UnicodeDecodeError):
@@ -63,13 +63,13 @@ def owner(directory: Path) -> Owner:
     return Owner.LIVE if procident.is_same(pid, ticks if ticks >= 0 else None) else Owner.ENDED
 
 
-def changed_within(directory: Path, seconds: float, now: float | None = None) -> bool:
+def changed_within(directory: str | os.PathLike[str], seconds: float, now: float | None = None) -> bool:
     """Whether the directory or any file directly in it changed in the last ``seconds``
     (True when it cannot be read: not provably old). The files are read only when the
     directory itself is older."""
     since = (now if now is not None else time.time()) - seconds
     try:
-        if directory.stat().st_mtime > since:
+        if os.stat(directory).st_mtime > since:
             return True
         return any(entry.stat(follow_symlinks=False).st_mtime > since for entry in os.scandir(directory))
     except OSError:
@@ -85,39 +85,53 @@ def private_problem(path: Path, uid: int, what: str) -> str | None:
         st = path.lstat()
     except OSError as exc:
         return f"{what} {path}: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{what} {path}: not a directory"
-    if st.st_uid != uid:
-        return f"{what} {path}: owned by uid {st.st_uid}, not {uid}"
-    if st.st_mode & 0o077:
-        return f"{what} {path}: open to others (mode {stat.S_IMODE(st.st_mode):o}, wanted 700)"
-    return None
+    problem = _not_private(st, uid)
+    return f"{what} {path}: {problem}" if problem else None
 
 
 def sweep(
     root: Path,
     uid: int,
     ours: Callable[[str], bool],
-    unrecorded_alive: Callable[[Path], bool],
+    unrecorded_alive: Callable[[str], bool],
     keep: Path | None = None,
 ) -> list[Path]:
     """Remove the directories under ``root`` whose names are ``ours``, private to ``uid``,
     whose launcher is gone (``keep``, the caller's own, never). Returns what was removed;
-    never raises."""
+    never raises. (Strings and the directory entries' own stat, not pathlib: a launcher
+    starts beside hundreds of such directories on a busy host.)"""
     removed: list[Path] = []
+    kept = os.fspath(keep) if keep is not None else None
     try:
         entries = list(os.scandir(root))
     except OSError:
         return removed
     for entry in entries:
-        if not ours(entry.name):
+        if not ours(entry.name) or entry.path == kept:
             continue
-        path = Path(entry.path)
-        if path == keep or private_problem(path, uid, "") is not None:
+        try:
+            if _not_private(entry.stat(follow_symlinks=False), uid):
+                continue
+        except OSError:
             continue
-        found = owner(path)
-        if found is Owner.LIVE or (found is Owner.UNRECORDED and unrecorded_alive(path)):
+        found = owner(entry.path)
+        if found is Owner.LIVE or (found is Owner.UNRECORDED and unrecorded_alive(entry.path)):
             continue
-        privatefiles.remove_tree(path)
-        removed.append(path)
+        privatefiles.remove_tree(entry.path)
+        removed.append(Path(entry.path))
     return removed
+
+
+def _record(directory: str | os.PathLike[str]) -> str:
+    with open(os.path.join(directory, OWNER_FILE), encoding="ascii") as fh:
+        return fh.read()
+
+
+def _not_private(st: os.stat_result, uid: int) -> str | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not {uid}"
+    if st.st_mode & 0o077:
+        return f"open to others (mode {stat.S_IMODE(st.st_mode):o}, wanted 700)"
+    return None

@@ -143,7 +143,7 @@ def _owned_by_another_live_launcher(area: Path, pid: int) -> bool:
     )
 
 
-def _being_claimed(area: Path, now: float | None) -> bool:
+def _being_claimed(area: str | os.PathLike[str], now: float | None) -> bool:
     return leftovers.changed_within(area, _UNCLAIMED_AGE_S, now)
 
 

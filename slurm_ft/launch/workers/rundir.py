@@ -54,12 +54,12 @@ class _UnrecordedRule:
         self._proc = proc
         self._mapped: set[str] | None = None
 
-    def __call__(self, path: Path) -> bool:
+    def __call__(self, path: str) -> bool:
         if leftovers.changed_within(path, UNRECORDED_AGE_S, self._now):
             return True
         if self._mapped is None:
-            self._mapped = mapped_dirs(self._proc, path.parent)
-        return str(path) in self._mapped
+            self._mapped = mapped_dirs(self._proc, Path(path).parent)
+        return path in self._mapped
 
 
 def mapped_dirs(proc: Path, parent: Path) -> set[str]:
