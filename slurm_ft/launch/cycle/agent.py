@@ -178,7 +178,11 @@ class Agent:
                 end = member.stand_by(i, judge, active)
             else:
                 workers = self._start(i, cycle, decision, topo)
-                self._read_snapshots(decision)
+                # the report's snapshot readings, from whichever launcher runs node rank 0
+                step = self.snapshots.newest_step if self.snapshots.on else None
+                where, slot = self.cfg.state.snapshot_readings, decision.slot_of(self.cfg.job.node_rank)
+                add = self.books.io.add_line
+                self.readings = readings.for_cycle(slot, step, where, add, self.seams.clock)
                 self.phases.append(Phase.WATCH)
                 self.export_metrics()
                 on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
@@ -287,15 +291,6 @@ class Agent:
         if first and self.cfg.is_node0:  # off the path to the first step
             self.books.leave_pointer(self.cfg, self.ev.event)
         return self.workers
-
-    def _read_snapshots(self, decision: Decision) -> None:
-        """On node rank 0, while its workers run: the job's newest snapshot step, timed, for
-        the report (see :mod:`launch.snapshots.readings`: whichever launcher runs node rank
-        0 this cycle, not the store's host)."""
-        step = self.snapshots.newest_step if self.snapshots.on else None
-        slot = decision.slot_of(self.cfg.job.node_rank)
-        path, add_line = self.cfg.state.snapshot_readings, self.books.io.add_line
-        self.readings = readings.for_cycle(slot, step, path, add_line, self.seams.clock)
 
     def _snapshot_sources(self, i: int, decision: Decision) -> bool:
         """Before the workers start: this node's keys at the step every rank resumes from,
