@@ -60,6 +60,11 @@ def main() -> int:
     p.add_argument("--fault", choices=("none", "kill", "hang"), default="none")
     p.add_argument("--fault-rank", type=int, default=0)
     p.add_argument("--fault-step", type=int, default=5)
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="no rank starts step s+1 before every rank finished step s (as a synchronous trainer)",
+    )
     a = p.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -95,7 +100,28 @@ def main() -> int:
         },
     )
 
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+
+    def finished_step(done: int) -> None:
+        with open(os.path.join(a.out, f"at-c{cycle}-r{rank}.tmp"), "w") as fh:
+            fh.write(str(done))
+        os.replace(fh.name, fh.name[: -len(".tmp")])
+
+    def others_at(least: int) -> bool:
+        for other in range(world):
+            try:
+                with open(os.path.join(a.out, f"at-c{cycle}-r{other}")) as fh:
+                    if int(fh.read() or -1) < least:
+                        return False
+            except (OSError, ValueError):
+                return False
+        return True
+
+    if a.lockstep:
+        finished_step(step)
     while step < a.steps:
+        while a.lockstep and not others_at(step):  # a collective: blocked on the slowest rank
+            time.sleep(0.01)
         step += 1
         gen = torch.Generator().manual_seed(step * 1000 + rank)
         x = torch.randn(16, a.width, generator=gen)
@@ -120,6 +146,8 @@ def main() -> int:
             torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
         worker.heartbeat()
+        if a.lockstep:
+            finished_step(step)
         if restart == 0 and rank == a.fault_rank and step == a.fault_step and a.fault != "none":
             _log(log, {"event": a.fault, "cycle": cycle, "step": step})
             if a.fault == "kill":

@@ -166,6 +166,8 @@ class Agent:
             if self.standbys is not None and i < self.launch.max_restarts:
                 self.standbys.tick(None, 0.0)  # no workers to slow: a spare starts warm
             end = member.stand_by(i, judge, active)
+            if dropped := self.snapshots.forget():
+                self.ev.event(f"cycle {cycle}: a spare's snapshots are stale: removed {', '.join(dropped)}")
         else:
             if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                 return Exit(policy.unhealthy_self(self.unhealthy))

@@ -191,15 +191,16 @@ def for_launcher(
 
 def _acts(chosen: sources.Plan, found: Mapping[int, Holdings]) -> bool:
     """Whether the plan changes anything: always for replicated state (any copy of the step
-    will do, so a node one step behind takes the newer one); for shards only when a node
-    lacks one of its keys altogether (a lost node's ranks), since a healthy restart of a
-    sharded trainer keeps restoring each rank's own newest, as it did before (#43).
-    Every launcher decides this from the same published values."""
+    will do, so a node one step behind takes the newer one); for shards when a node lacks
+    one of its keys (a lost node's ranks) or its newest is not the cycle's step (a rank
+    killed while the others wrote the next step: each rank's own newest would mix the two
+    steps). Every launcher decides this from the same published values."""
     for node, needed in chosen.sources.items():
         for source in needed:
             if source.key == layout.REPLICATED:
                 return True
-            if not found.get(node, Holdings(None, {})).held.get(source.key):
+            steps = found.get(node, Holdings(None, {})).held.get(source.key)
+            if not steps or max(steps) != chosen.step:
                 return True
     return False
 
