@@ -26,12 +26,14 @@ lost meanwhile resumes its ranks from the newest step every rank holds (the plan
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft.launch.snapshots import peer
+from slurm_ft.launch.snapshots import grid, peer
 from slurm_ft.snapshot import layout, reader
 
 POLL_S = 0.05  # a new snapshot's replica leaves within this once the previous one is done
@@ -48,6 +50,16 @@ def behind(done: peer.Pushed, previous: int | None, generation: int, lapped: int
     if done is peer.Pushed.KEPT:
         return previous is not None and generation - previous > 2
     return lapped == LAPPED
+
+
+@dataclass(frozen=True)
+class GridAim:
+    """Where this node reports its replicated steps (:mod:`grid`): the planner's service,
+    the cycle, this node's rank."""
+
+    planner: peer.Address
+    epoch: int
+    node: int
 
 
 @dataclass
@@ -80,8 +92,14 @@ class ReplicaPusher:
         self.event = event
         self.counts = Counts()
         self._target: peer.Address | None = None
+        self._grid: GridAim | None = None
+        self._epoch: int | None = None  # the cycle whose grid the fields below are of
+        self.agreed: int | None = None  # the newest step every node's replicas landed at
+        self.candidate: int | None = None  # the step being replicated now
+        self._landed: int | None = None  # the candidate this node's replicas landed at
         self._failing: peer.Address | None = None  # the target whose failure was said last
         self._said_behind = False
+        self._waiting: socket.socket | None = None  # a report's connection while the planner holds it
         self._lapped: dict[str, int] = {}  # key -> copies superseded in a row since its last replica
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -93,23 +111,111 @@ class ReplicaPusher:
         """The thread's id (its priority is the tests' to check)."""
         return self._thread.native_id
 
-    def aim(self, target: peer.Address | None) -> None:
-        """Where replicas go from now on (None: nowhere, e.g. no other active node)."""
+    def aim(self, target: peer.Address | None, grid: GridAim | None = None) -> None:
+        """Where replicas go from now on (None: nowhere, e.g. no other active node), and
+        where the job's grid of replicated steps is agreed (None: no planner; each key's
+        newest is sent)."""
         with self._lock:
             self._target = target
+            self._grid = grid
 
     def close(self) -> None:
         self._stop.set()
+        with self._lock:
+            waiting = self._waiting
+        if waiting is not None:  # a report the planner holds back: no reason to wait for it
+            with contextlib.suppress(OSError):
+                waiting.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=self.timeout)
+
+    def _opened(self, conn: socket.socket | None) -> None:
+        with self._lock:
+            self._waiting = conn
+        if conn is not None and self._stop.is_set():
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _loop(self) -> None:
         peer.lowest_priority()
         sent: dict[str, int] = {}  # key -> generation of its newest snapshot already replicated
         while not self._stop.wait(self.poll_s):
             with self._lock:
-                target = self._target
-            if target is not None:
+                target, aim = self._target, self._grid
+            if target is not None and aim is not None:
+                self._push_grid(target, aim)
+            elif target is not None:
                 self._push_newest(target, sent)
+
+    def _push_grid(self, target: peer.Address, aim: GridAim) -> None:
+        """One look on the grid: ask the planner for the candidate, keep this node's
+        snapshots of it when the trainer writes them, send them, say they landed."""
+        if aim.epoch != self._epoch:
+            self._epoch, self.candidate, self._landed = aim.epoch, None, None
+        keys = grid.own_keys(self.area)
+        c = self.candidate
+        if c is None or self._landed == c:
+            self._ask(aim, keys)
+            return
+        caught = {grid.catch(self.area, key, c) for key in keys}
+        if grid.Caught.MISSED in caught:
+            self._ask(aim, keys, missed=c)
+            return
+        if not keys or grid.Caught.NOT_YET in caught:
+            return
+        for key in keys:
+            info = _candidate(self.area, key, c)
+            if info is None:
+                return  # removed meanwhile (a plan's trim): caught again at the next look
+            try:
+                done = peer.push(target, self.secret, info, timeout=self.timeout, keep=self.agreed)
+            except (peer.PeerError, OSError) as exc:
+                self._failed(target, exc)
+                return
+            if done is not peer.Pushed.KEPT:
+                return
+            self.counts.kept += 1
+        self._kept_again(target)
+        self._landed = c
+        self._ask(aim, keys, landed=c)
+
+    def _ask(
+        self, aim: GridAim, keys: list[str], *, landed: int | None = None, missed: int | None = None
+    ) -> None:
+        newest = max((i.step for key in keys if (i := reader.newest(self.area, key))), default=None)
+        request: dict[str, object] = {
+            "epoch": aim.epoch,
+            "node": aim.node,
+            "newest": newest,
+            "landed": landed,
+            "missed": missed,
+            "knows": [self.agreed, self.candidate],
+        }
+        try:
+            agreed, candidate = peer.report(
+                aim.planner, self.secret, request, timeout=self.timeout, opened=self._opened
+            )
+        except (peer.PeerError, OSError) as exc:
+            if not self._stop.is_set():
+                self._failed(aim.planner, exc)
+            return
+        if candidate is None:  # the planner is not on this cycle yet, or no node snapshots yet
+            self._stop.wait(grid.WAIT_S / 10)
+            return
+        if agreed is not None and agreed != self.agreed:
+            grid.agree(self.area, keys, agreed)
+            self.agreed = agreed
+        self.candidate = candidate
+
+    def _failed(self, target: peer.Address, exc: Exception) -> None:
+        self.counts.failed += 1  # the target gone or its memory full: the next one goes
+        if self._failing != target:  # said once per target, not once per snapshot
+            self._failing = target
+            self.event(f"snapshots: replicas for {target} are not kept: {exc}")
+
+    def _kept_again(self, target: peer.Address) -> None:
+        if self._failing == target:
+            self._failing = None
+            self.event(f"snapshots: replicas for {target} are kept again")
 
     def _push_newest(self, target: peer.Address, sent: dict[str, int]) -> None:
         for key in reader.keys(self.area):
@@ -123,14 +229,9 @@ class ReplicaPusher:
             try:
                 done = peer.push(target, self.secret, info, timeout=self.timeout)
             except (peer.PeerError, OSError) as exc:
-                self.counts.failed += 1  # the target gone or its memory full: the next one goes
-                if self._failing != target:  # said once per target, not once per snapshot
-                    self._failing = target
-                    self.event(f"snapshots: replicas for {target} are not kept: {exc}")
+                self._failed(target, exc)
                 continue
-            if self._failing == target:
-                self._failing = None
-                self.event(f"snapshots: replicas for {target} are kept again")
+            self._kept_again(target)
             previous = sent.get(info.key)
             if done is peer.Pushed.KEPT:
                 self.counts.kept += 1
@@ -153,3 +254,11 @@ class ReplicaPusher:
                 "takes longer than the interval between two snapshots); a node lost while they are "
                 "behind resumes its ranks from the newest step all hold, or from the checkpoint"
             )
+
+
+def _candidate(area: Path, key: str, step: int) -> reader.SnapshotInfo | None:
+    path = layout.kept_paths(area, key)[1]
+    sealed = reader.read_header(path)
+    if sealed is None or sealed.header.step != step:
+        return None
+    return reader.SnapshotInfo(key, path, sealed.generation, sealed.header)
