@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from slurm_ft.launch.snapshots import grid, peer
 from slurm_ft.launch.snapshots.grid import LEAD, Round, reported
 from slurm_ft.launch.snapshots.lostnode import Holdings, Part, parts
@@ -67,3 +69,17 @@ def test_the_part_names_the_planner_its_cycle_and_how_many_nodes_land_a_step() -
         planned[1].encode().replace('"grid": ["127.0.0.1:5000", 6, 2]', '"grid": ["127.0.0.1:5000", "6", 2]')
     )
     assert Part.decode(forged) is None
+
+
+def test_newest_snapshots_go_between_candidates_only_while_a_copy_fits_in_a_step() -> None:
+    from slurm_ft.launch.snapshots.replicas import Pace
+
+    pace = Pace()
+    assert pace.fits(5.0)  # nothing known yet: one copy, to learn how long it takes
+    pace.saw(10, now=100.0)
+    pace.saw(10, now=100.05)
+    pace.saw(12, now=100.2)  # two steps in 0.2 s
+    assert pace.step_s == pytest.approx(0.1)
+    assert pace.fits(0.05) and not pace.fits(0.3)  # a copy of three steps would miss the candidate
+    pace.saw(3, now=101.0)  # a new cycle resumed from an older step: no interval from it
+    assert pace.step_s == pytest.approx(0.1) and pace.step == 3

@@ -15,9 +15,10 @@ mixes steps. A copy that cannot be fetched from any holder leaves the node's ran
 nothing, and the launcher ends the cycle at once (the next plan, without the lost holder,
 says the checkpoint).
 
-With ``--snapshot-replicas 1`` a thread pushes each new snapshot of this node's shards to
-the next active node in a ring (:func:`sources.replica_target`), in the background
-(:mod:`replicas`).
+With ``--snapshot-replicas 1`` a thread pushes this node's shards to the next active node
+in a ring (:func:`sources.replica_target`), in the background (:mod:`replicas`), on the
+job-wide grid of steps that the planning launcher's service agrees each cycle (:mod:`grid`;
+the part names that service, the cycle and the ring's size).
 """
 
 from __future__ import annotations
