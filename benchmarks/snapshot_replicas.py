@@ -19,7 +19,8 @@ replicas kept and those dropped as superseded. On one machine the receiver compe
 the trainer too, which on real nodes runs elsewhere.
 
 The pusher runs as a launcher's does: on the job-wide grid (:mod:`slurm_ft.launch.snapshots.grid`),
-this process hosting the planner of a one-node ring. With ``--pin`` (the default where the
+this process hosting the planner of a one-node ring (``--no-grid``: each key's newest
+only, as before the grid). With ``--pin`` (the default where the
 machine has two CPUs or more) the trainer runs on the first CPU and both launchers on the
 others, as a real node gives its launcher cores of its own: the trainer then competes for
 memory bandwidth and caches only, which is what the 2 % bound is about, not for a core
@@ -27,7 +28,8 @@ shared with the other engineers' work. Many short phases, interleaved and rotate
 ratio of each round's replicas phase to its snapshots phase (steps per second, and the
 trainer's CPU time per step), their median and a bootstrap 95 % interval over the rounds.
 
-    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 1.5] [--rounds 20] [--no-pin] [--json PATH]
+    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 1.5] [--rounds 20] [--no-pin] [--no-grid]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-s", type=float, default=1.5)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--grid", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--train", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     planner = PeerServer(mine, secret.encode(), host="127.0.0.1", max_size=1 << 40, event=lambda _: None)
     planner.coordinator = grid.Coordinator()
     planner.coordinator.reset(1, 1)
-    aim = GridAim(Address("127.0.0.1", planner.port), 1, 0)
+    aim = GridAim(Address("127.0.0.1", planner.port), 1, 0) if args.grid else None
     pusher = ReplicaPusher(mine, secret.encode(), event=lambda _: None)
     phases: list[dict[str, object]] = []
     try:
@@ -343,6 +346,7 @@ def _report(
         if len(cpu_pairs) > 1
         else None,
         "pinned": args.pin,
+        "grid": args.grid,
         "trainer_cpus": sorted(trainer_cpus),
         "launcher_cpus": sorted(launcher_cpus),
         "copy_mib_per_s": copied_mib / copy_s if copy_s else None,
