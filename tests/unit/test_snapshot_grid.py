@@ -35,8 +35,11 @@ def test_a_missed_candidate_is_named_again_further_ahead_and_the_agreed_step_sta
     r = reported(r, 1, 15, None, 12)  # node 1's trainer was past 12 before it could keep it
     assert (r.agreed, r.candidate, r.landed, r.lead) == (8, 15 + 2 * LEAD, frozenset(), 2 * LEAD)
     for _ in range(10):
-        r = reported(r, 1, r.candidate + 1, None, r.candidate)
+        r = reported(r, 1, r.candidate + 1, None, r.candidate)  # type: ignore[operator]
     assert r.lead == grid.MAX_LEAD and r.agreed == 8
+    for node in (0, 1):  # a round that completes halves the lead again
+        r = reported(r, node, r.candidate, r.candidate, None)
+    assert r.agreed is not None and r.agreed > 8 and r.lead == grid.MAX_LEAD // 2
 
 
 def test_a_node_that_landed_waits_for_the_others_and_learns_the_agreed_step_at_once() -> None:

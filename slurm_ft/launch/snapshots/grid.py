@@ -18,7 +18,8 @@ step until a newer one has landed everywhere:
   plan (:mod:`sources`) finds it, or the candidate where that landed everywhere it is
   needed, and every rank resumes from one recent step, not from the checkpoint.
 - **Missed.** A node whose trainer was past the candidate before it heard of it says so,
-  and the planner names a new one further ahead (the lead doubles, up to :data:`MAX_LEAD`).
+  and the planner names a new one further ahead (the lead doubles, up to :data:`MAX_LEAD`;
+  each round that completes halves it again, down to :data:`LEAD`).
 
 Cost: one more snapshot per key on its node (the agreed step's, besides the two newest and
 the one being sent), outside the node's cap; per node one small authenticated request to
@@ -76,7 +77,10 @@ def reported(r: Round, node: int, newest: int | None, landed: int | None, missed
         got = r.landed | {node}
         if len(got) < r.nodes:
             return replace(r, landed=got)
-        return replace(r, agreed=r.candidate, candidate=max(seen, r.candidate) + r.lead, landed=frozenset())
+        lead = max(LEAD, r.lead // 2)  # a round that completes gives back what misses added
+        return replace(
+            r, agreed=r.candidate, candidate=max(seen, r.candidate) + lead, landed=frozenset(), lead=lead
+        )
     return r
 
 
