@@ -152,12 +152,11 @@ class Caught(enum.Enum):
 
 def catch(area: Path, key: str, step: int) -> Caught:
     """Keep ``key``'s snapshot of ``step`` as its candidate link (``.3``): :data:`Caught.KEPT`
-    when it is (or already was), :data:`Caught.NOT_YET` when the trainer has not written it,
-    :data:`Caught.MISSED` when it wrote later steps and this one is gone."""
+    when it is now, :data:`Caught.NOT_YET` when the trainer has not written it,
+    :data:`Caught.MISSED` when it wrote later steps and this one is gone. Always from the
+    trainer's own slots: a ``.3`` of the same step left by an earlier cycle may be of
+    another timeline (a cycle that resumed from an older step and came back to it)."""
     candidate = layout.kept_paths(area, key)[1]
-    had = reader.read_header(candidate)
-    if had is not None and had.header.step == step:
-        return Caught.KEPT
     slots = [i for i in reader.complete_slots(area, key) if i.path in layout.slot_paths(area, key)]
     for info in slots:
         if info.step == step and _link(info, candidate):

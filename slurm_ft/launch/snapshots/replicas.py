@@ -124,6 +124,7 @@ class ReplicaPusher:
         self.candidate: int | None = None  # the step being replicated now
         self._landed: int | None = None  # the candidate this node's replicas landed at
         self._pace = Pace()
+        self._caught: tuple[tuple[int, int] | None, set[str]] = (None, set())  # (epoch, candidate), keys kept
         self._copy_s = 0.0  # how long the last copy took
         self._failing: peer.Address | None = None  # the target whose failure was said last
         self._said_behind = False
@@ -189,7 +190,15 @@ class ReplicaPusher:
         if c is None or self._landed == c:
             self._ask(aim, keys)
             return
-        caught = {grid.catch(self.area, key, c) for key in keys}
+        if self._caught[0] != (aim.epoch, c):
+            self._caught = ((aim.epoch, c), set())
+        caught = set()
+        for key in keys:
+            if key not in self._caught[1]:
+                found = grid.catch(self.area, key, c)
+                caught.add(found)
+                if found is grid.Caught.KEPT:
+                    self._caught[1].add(key)
         if grid.Caught.MISSED in caught:
             self._ask(aim, keys, missed=c)
             return
@@ -199,8 +208,9 @@ class ReplicaPusher:
             return
         for key in keys:
             info = _candidate(self.area, key, c)
-            if info is None:
-                return  # removed meanwhile (a plan's trim): caught again at the next look
+            if info is None:  # removed meanwhile (a plan's trim): caught again at the next look
+                self._caught[1].discard(key)
+                return
             t0 = time.monotonic()
             try:
                 done = peer.push(target, self.secret, info, timeout=self.timeout, keep=self.agreed)
