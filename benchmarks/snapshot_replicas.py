@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import proc
+from benchmarks import cmdline, proc
 from slurm_ft import privatefiles
 from slurm_ft.snapshot import layout, reader
 
@@ -128,10 +128,10 @@ def _step(area: Path) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=16)
-    parser.add_argument("--phase-s", type=float, default=1.5)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=cmdline.positive_int, default=16)
+    parser.add_argument("--phase-s", type=cmdline.positive_float, default=1.5)
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=20)
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--grid", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--json", type=Path)

@@ -25,7 +25,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft import privatefiles
 from slurm_ft.launch import hang, policy, spares
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
@@ -41,9 +40,11 @@ from slurm_ft.launch.roles.coordinator import Coordinator
 from slurm_ft.launch.roles.member import Member
 from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.succession.storeloss import StoreHostLoss
 from slurm_ft.launch.wayout import Exit
+from slurm_ft.launch.workers import rundir
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import node_name
@@ -104,6 +105,7 @@ class Agent:
         self.coordinator: Coordinator | None = None
         self.member: Member | None = None
         self.workers: CycleWorkers | None = None
+        self.readings: readings.SnapshotReadings | None = None  # the report's, on node rank 0
         self.index: int | None = None  # the cycle (within the attempt) being joined or run
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
@@ -112,7 +114,7 @@ class Agent:
         self.sealer = Sealer(None)
         self.hangs: hang.NodeWatch | None = None
         self.wake = WakePipe()
-        self.run_dir = private_run_dir()
+        self.run_dir = private_run_dir(events.event)
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
         self.standbys = standby_pool(cfg, self.run_dir, events)
         self.store_loss = StoreHostLoss(
@@ -176,6 +178,11 @@ class Agent:
                 end = member.stand_by(i, judge, active)
             else:
                 workers = self._start(i, cycle, decision, topo)
+                # the report's snapshot readings, from whichever launcher runs node rank 0
+                step = self.snapshots.newest_step if self.snapshots.on else None
+                where, slot = self.cfg.state.snapshot_readings, decision.slot_of(self.cfg.job.node_rank)
+                add = self.books.io.add_line
+                self.readings = readings.for_cycle(slot, step, where, add, self.seams.clock)
                 self.phases.append(Phase.WATCH)
                 self.export_metrics()
                 on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
@@ -303,6 +310,9 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.cycle_ending()  # the progress guard looks while workers stop
         stuck = self.member.stop(i, cycle, workers, end)
+        if self.readings is not None:  # before this launcher joins the next cycle
+            self.readings.stop()
+            self.readings = None
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
         if workers is not None and self.snapshots.used():  # before the next cycle's restore
@@ -322,10 +332,15 @@ class Agent:
             self.prom.update(metrics_of(self))
 
 
-def private_run_dir() -> Path:
-    """The workers' heart-beat slots and stack files: in shared memory when there is."""
-    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    return privatefiles.create_dir(shm, "slurm-ft-")
+def private_run_dir(event: Callable[[str], None]) -> Path:
+    """The workers' heart-beat slots and stack files: in shared memory when there is. The
+    run dirs that ended launchers of this user left beside it go."""
+    shm = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+    path = rundir.create(shm)
+    removed = rundir.sweep(path.parent, os.getuid(), keep=path)
+    if removed:
+        event(f"removed {len(removed)} run dir(s) left by ended launchers in {path.parent}")
+    return path
 
 
 def prom_writer(path: str | None, events: EventLog) -> PromFileWriter | None:
