@@ -103,7 +103,7 @@ def test_a_replica_many_steps_behind_is_of_a_step_every_node_still_holds(
             link.close()
         for s in servers:
             s.close()
-    assert lines == []
+    assert [line for line in lines if "fall behind" not in line] == []  # said once: copies span steps here
 
 
 def test_a_reader_of_replicas_reads_again_when_a_landing_replica_replaces_its_file(
