@@ -191,7 +191,7 @@ class NodeSnapshots:
         return Newest(best.step)
 
     def newest_step(self) -> int | None:
-        """The no-progress guard's look at the node's snapshots (node 0)."""
+        """The step of the node's newest complete snapshot (read by node rank 0's launcher)."""
         newest = self.newest()
         return newest.step if newest is not None else None
 
