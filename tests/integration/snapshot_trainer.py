@@ -9,7 +9,7 @@ checkpoint, taken every ``--ckpt-every`` steps) and logs where it resumed from w
 hash of what it restored (each event with its time, for the report's test). The tests
 compare that hash with the one logged at the step it resumed at. In the first cycle, a
 chosen rank can be SIGKILLed or hang (it stops calling ``worker.heartbeat``) after a
-chosen step.
+chosen step; and in the cycles after it, one a cycle.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ def main() -> int:
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--fault", choices=("none", "kill", "hang"), default="none")
-    p.add_argument("--fault-rank", type=int, default=0)
-    p.add_argument("--fault-step", type=int, default=5)
+    # the first cycle's fault, or one a cycle ("--fault-rank 0,0,0 --fault-step 6,20,34")
+    p.add_argument("--fault-rank", default="0")
+    p.add_argument("--fault-step", default="5")
     p.add_argument(
         "--lockstep",
         action="store_true",
@@ -77,6 +78,8 @@ def main() -> int:
     model = torch.nn.Linear(a.width, a.width)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
+    ranks, steps = a.fault_rank.split(","), a.fault_step.split(",")
+    faults = {r: (int(ranks[r]), int(steps[min(r, len(steps) - 1)])) for r in range(len(ranks))}
     step, source = 0, "none"
     restored = worker.restore_snapshot()
     if restored is not None:
@@ -148,7 +151,7 @@ def main() -> int:
         worker.heartbeat()
         if a.lockstep:
             finished_step(step)
-        if restart == 0 and rank == a.fault_rank and step == a.fault_step and a.fault != "none":
+        if faults.get(restart) == (rank, step) and a.fault != "none":
             _log(log, {"event": a.fault, "cycle": cycle, "step": step})
             if a.fault == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -208,7 +208,7 @@ class Agent:
         given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
         jobsecret.announce(cfg.auth, cfg.num_nodes, self.ev.event)
         if cfg.is_node0:
-            step = self.snapshots.newest_step if self.snapshots.on else None
+            step = readings.for_guard(self.snapshots.on, cfg.state.snapshot_readings, self.books.io)
             clock = self.seams.clock
             made = roles.open_as_node0(cfg, keys, sealer, given, self.books, self.ev, clock, step)
             self.client, self.coordinator, base = made

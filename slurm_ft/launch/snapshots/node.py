@@ -204,7 +204,7 @@ class NodeSnapshots:
         return trim(self.path, list(reader.held_steps(self.path)), None)
 
     def newest_step(self) -> int | None:
-        """The no-progress guard's look at the node's snapshots (node 0)."""
+        """The step of the node's newest complete snapshot (read by node rank 0's launcher)."""
         newest = self.newest()
         return newest.step if newest is not None else None
 
