@@ -2,7 +2,8 @@
 
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
-waiter) opens its own with :meth:`Client.clone`. Every value the protocol marks sealed
+waiter) opens its own with :meth:`Client.clone` (a store wait given up on for a signal
+finishes on a thread of its own: ``stores.wait_watched``). Every value the protocol marks sealed
 goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` in its
 :class:`~slurm_ft.launch.rendezvous.connection.Connection` and nowhere else, and every value
 read goes through ``reads`` there (missing keys never block; what is not what the protocol
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from slurm_ft.launch.rendezvous import reads, stores
+from slurm_ft.launch.rendezvous.beatperiod import look_period
 from slurm_ft.launch.rendezvous.connection import Abort, Connection
 from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
@@ -40,6 +42,7 @@ from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, Store, StoreLost
 from slurm_ft.records import Failure
 
+REJOIN_S = 1.0  # how often a launcher waiting for the decision looks at node 0 (see await_decision)
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
 MAX_PORT_SLICE_S = 30.0  # ... doubled after each pass over the ports, up to this
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
@@ -190,9 +193,30 @@ class Client(Connection):
         if info.unhealthy is not None:
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
 
-    def wait_decision(self, i: int, *, deadline: float, abort: Abort) -> Decision | None:
+    def wait_decision(
+        self, i: int, *, deadline: float, abort: Abort, slice_s: float = reads.WAIT_CHUNK_S
+    ) -> Decision | None:
         key = self.keys.decision(i)
-        return self._get_sealed_when_set(key, partial(decode, Decision), deadline=deadline, abort=abort)
+        return self._get_sealed_when_set(
+            key, partial(decode, Decision), deadline=deadline, abort=abort, slice_s=slice_s
+        )
+
+    def await_decision(self, i: int, num_nodes: int, *, deadline: float, abort: Abort) -> Decision | None:
+        """A peer's wait for node 0's decision of cycle i after its join; None at ``deadline``.
+
+        One store wait at a time, and between two its join record is written again should
+        someone have overwritten or deleted it (node 0 would wait for it in vain). Both come
+        back to node 0 every :data:`REJOIN_S`, stretched with the job's size
+        (``beatperiod.look_period``: 8 s at 4,096 nodes), so that the launchers waiting
+        here cost node 0 a bounded number of requests a second; the decision wakes every
+        waiter at once whatever the period, and a signal is noticed within 50 ms."""
+        every = look_period(num_nodes, REJOIN_S)
+        while True:
+            until = min(deadline, time.monotonic() + every)
+            decision = self.wait_decision(i, deadline=until, abort=abort, slice_s=every)
+            if decision is not None or time.monotonic() >= deadline:
+                return decision
+            self.reassert()
 
     def publish_snapshots(self, i: int, node: int, value: str) -> None:
         self._set_sealed(self.keys.snapshots(i, node), value)
@@ -275,9 +299,13 @@ class Client(Connection):
         key = self.keys.halt(i)
         return bool(self._op(lambda: self._store.check([key])))
 
-    def wait_result(self, i: int, *, deadline: float, abort: Abort) -> CycleResult | None:
+    def wait_result(
+        self, i: int, *, deadline: float, abort: Abort, slice_s: float = reads.WAIT_CHUNK_S
+    ) -> CycleResult | None:
         key = self.keys.result(i)
-        return self._get_sealed_when_set(key, partial(decode, CycleResult), deadline=deadline, abort=abort)
+        return self._get_sealed_when_set(
+            key, partial(decode, CycleResult), deadline=deadline, abort=abort, slice_s=slice_s
+        )
 
     def result(self, i: int) -> CycleResult | None:
         key = self.keys.result(i)

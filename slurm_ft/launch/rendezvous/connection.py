@@ -52,12 +52,18 @@ class Connection:
             raise stores.lost(exc) from None
 
     def _get_sealed_when_set(
-        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
+        self,
+        key: str,
+        parse: Callable[[bytes], T],
+        *,
+        deadline: float,
+        abort: Abort,
+        slice_s: float = reads.WAIT_CHUNK_S,
     ) -> T | None:
         """See :func:`reads.sealed_when_set`."""
         return self._op(
             lambda: reads.sealed_when_set(
-                self._store, self.sealer, key, parse, deadline=deadline, abort=abort
+                self._store, self.sealer, key, parse, deadline=deadline, abort=abort, slice_s=slice_s
             )
         )
 
