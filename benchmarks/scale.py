@@ -90,8 +90,11 @@ def one_size(
             peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
     try:
         host.wait(timeout=1800)
-        for _, p in peers:
+        for _, p in peers[1:]:
             p.wait(timeout=600)
+        state.mkdir(parents=True, exist_ok=True)
+        (state / sim.RELEASED).touch()  # the successor (launcher 1, the first process) may leave
+        peers[0][1].wait(timeout=600)
     finally:
         for p in [host, *(p for _, p in peers)]:
             if p.poll() is None:

@@ -55,6 +55,19 @@ NO_SILENCE = "-"  # an activity key before any report
 FAILURE_SWAPS = 3  # forgeries in a failure key replaced before giving up on it
 
 
+def wait_slice(num_nodes: int) -> float:
+    """How long each store wait of a launcher that waits with the whole job (for a decision,
+    for the result) may be. Where node 0 serves every launcher's look each
+    :data:`REJOIN_S` (up to 513 nodes, as the heart-beat), 0.2 s on the caller's thread,
+    as always; past that the stretched look period, on a thread of its own
+    (``stores.wait_watched``): 8 s at 4,096 nodes, where 0.2 s slices were 20,000 waits a
+    second at node 0. Small jobs keep the caller's thread because the thread's hand-over
+    is what a wait on it adds: nothing on a node of its own, but a 256-launcher
+    simulation of 32 launchers a process took 2-3 times as long a cycle with it."""
+    every = look_period(num_nodes, REJOIN_S)
+    return every if every > REJOIN_S else reads.WAIT_CHUNK_S
+
+
 def _listening(address: str, port: int) -> bool:
     """Whether anything accepts connections on the port (a refused one costs nothing)."""
     try:
@@ -194,26 +207,42 @@ class Client(Connection):
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
 
     def wait_decision(
-        self, i: int, *, deadline: float, abort: Abort, slice_s: float = reads.WAIT_CHUNK_S
+        self,
+        i: int,
+        *,
+        deadline: float,
+        abort: Abort,
+        slice_s: float = reads.WAIT_CHUNK_S,
+        signal_fd: int | None = None,
     ) -> Decision | None:
         key = self.keys.decision(i)
         return self._get_sealed_when_set(
-            key, partial(decode, Decision), deadline=deadline, abort=abort, slice_s=slice_s
+            key,
+            partial(decode, Decision),
+            deadline=deadline,
+            abort=abort,
+            slice_s=slice_s,
+            signal_fd=signal_fd,
         )
 
-    def await_decision(self, i: int, num_nodes: int, *, deadline: float, abort: Abort) -> Decision | None:
+    def await_decision(
+        self, i: int, num_nodes: int, *, deadline: float, abort: Abort, signal_fd: int | None = None
+    ) -> Decision | None:
         """A peer's wait for node 0's decision of cycle i after its join; None at ``deadline``.
 
-        One store wait at a time, and between two its join record is written again should
-        someone have overwritten or deleted it (node 0 would wait for it in vain). Both come
-        back to node 0 every :data:`REJOIN_S`, stretched with the job's size
-        (``beatperiod.look_period``: 8 s at 4,096 nodes), so that the launchers waiting
-        here cost node 0 a bounded number of requests a second; the decision wakes every
-        waiter at once whatever the period, and a signal is noticed within 50 ms."""
-        every = look_period(num_nodes, REJOIN_S)
+        Store waits of :func:`wait_slice`, and every :data:`REJOIN_S` the join record
+        written again should someone have overwritten or deleted it (node 0 would wait for
+        it in vain), stretched with the job's size (``beatperiod.look_period``: one of
+        each every 8 s at 4,096 nodes), so that the launchers waiting here cost node 0 a
+        bounded number of requests a second. The decision wakes every waiter at once
+        whatever the period, and a signal is noticed at once through ``signal_fd`` (the
+        signal box's), else within ``stores.ABORT_LOOK_S``."""
+        every, slice_s = look_period(num_nodes, REJOIN_S), wait_slice(num_nodes)
         while True:
             until = min(deadline, time.monotonic() + every)
-            decision = self.wait_decision(i, deadline=until, abort=abort, slice_s=every)
+            decision = self.wait_decision(
+                i, deadline=until, abort=abort, slice_s=slice_s, signal_fd=signal_fd
+            )
             if decision is not None or time.monotonic() >= deadline:
                 return decision
             self.reassert()
@@ -300,11 +329,22 @@ class Client(Connection):
         return bool(self._op(lambda: self._store.check([key])))
 
     def wait_result(
-        self, i: int, *, deadline: float, abort: Abort, slice_s: float = reads.WAIT_CHUNK_S
+        self,
+        i: int,
+        *,
+        deadline: float,
+        abort: Abort,
+        slice_s: float = reads.WAIT_CHUNK_S,
+        signal_fd: int | None = None,
     ) -> CycleResult | None:
         key = self.keys.result(i)
         return self._get_sealed_when_set(
-            key, partial(decode, CycleResult), deadline=deadline, abort=abort, slice_s=slice_s
+            key,
+            partial(decode, CycleResult),
+            deadline=deadline,
+            abort=abort,
+            slice_s=slice_s,
+            signal_fd=signal_fd,
         )
 
     def result(self, i: int) -> CycleResult | None:

@@ -59,11 +59,19 @@ class Connection:
         deadline: float,
         abort: Abort,
         slice_s: float = reads.WAIT_CHUNK_S,
+        signal_fd: int | None = None,
     ) -> T | None:
         """See :func:`reads.sealed_when_set`."""
         return self._op(
             lambda: reads.sealed_when_set(
-                self._store, self.sealer, key, parse, deadline=deadline, abort=abort, slice_s=slice_s
+                self._store,
+                self.sealer,
+                key,
+                parse,
+                deadline=deadline,
+                abort=abort,
+                slice_s=slice_s,
+                signal_fd=signal_fd,
             )
         )
 

@@ -96,7 +96,13 @@ class Remembered(Generic[T]):
 
 
 def when_set(
-    store: Store, key: str, *, deadline: float, abort: Callable[[], bool], slice_s: float = WAIT_CHUNK_S
+    store: Store,
+    key: str,
+    *,
+    deadline: float,
+    abort: Callable[[], bool],
+    slice_s: float = WAIT_CHUNK_S,
+    signal_fd: int | None = None,
 ) -> bytes | None:
     """The value of ``key`` once someone sets it; None on deadline.
 
@@ -106,7 +112,8 @@ def when_set(
     nothing until the key appears and wakes every waiter at once; what it costs is its
     timeouts, one request per ``slice_s`` (callers that wait with a whole job stretch it
     with the job's size: ``beatperiod.look_period``). ``abort`` (a signal) is looked at
-    meanwhile without a request (:func:`stores.wait_watched`). The key is read
+    meanwhile without a request, at once on a signal where ``signal_fd`` is the signal
+    box's (:func:`stores.wait_watched`). The key is read
     (:func:`probe`: someone may delete it again) first and after each wait that saw it
     set, never between slices.
     """
@@ -124,7 +131,7 @@ def when_set(
         # Never a wait of a few milliseconds: a wait that times out on the client while
         # the store's answer is on its way (a loaded host) leaves that answer to be
         # taken for the next request's, and the connection stalls for its timeout.
-        look = stores.wait_watched(store, [key], max(MIN_WAIT_S, min(slice_s, left)), abort)
+        look = stores.wait_watched(store, [key], max(MIN_WAIT_S, min(slice_s, left)), abort, signal_fd)
 
 
 def sealed_when_set(
@@ -136,6 +143,7 @@ def sealed_when_set(
     deadline: float,
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
+    signal_fd: int | None = None,
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
     counts as not set (until its real writer overwrites it).
@@ -152,7 +160,7 @@ def sealed_when_set(
     store (a value written meanwhile is read by the first look of :func:`when_set`).
     """
     while True:
-        raw = when_set(store, key, deadline=deadline, abort=abort, slice_s=slice_s)
+        raw = when_set(store, key, deadline=deadline, abort=abort, slice_s=slice_s, signal_fd=signal_fd)
         if raw is None:
             return None
         value = opened(sealer, key, raw, parse)
