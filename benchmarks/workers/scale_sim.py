@@ -82,6 +82,7 @@ READY = "bench-scale-sync/connected"
 HELD = "bench-scale-sync/held"  # peers holding cycle 1's decision
 # In the state dir once every peer process but the successor's ended: its store may go.
 RELEASED = "released"
+_SUCCESSOR_STORE: list[Client] = []
 
 
 def _rss_mib() -> float:
@@ -171,8 +172,9 @@ def _lead(k: int, n: int, succ_port: int, state: StateDir) -> float:
     rule.publish_port(state.succession_port(RUN_ID, keys.epoch), client.port)
     client.join(2, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
     decided_at = _decide(client, 2, n, frozenset({0}))[1]
+    _SUCCESSOR_STORE.append(client)  # serves the followers of this process until it ends
     released, deadline = state.path / RELEASED, time.monotonic() + 900
-    while not released.exists() and time.monotonic() < deadline:  # outlive the followers' reads
+    while not released.exists() and time.monotonic() < deadline:  # and those of the others
         time.sleep(0.1)
     return decided_at
 
@@ -306,10 +308,8 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 succeeded[k] = held_at
         except Exception as exc:  # reported, not hidden
             with lock:
-                errors.append(
-                    f"launcher {k}: {type(exc).__name__}: {exc} "
-                    + "|".join(traceback.format_exc().splitlines()[-8:])
-                )
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                errors.append(f"launcher {k}: {type(exc).__name__}: {exc} (at {where.name}:{where.lineno})")
 
     while time.time() < go_at:
         time.sleep(0.001)
