@@ -102,6 +102,14 @@ def never() -> bool:
     return False
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """poll, not select: a peer process holds more than 1,024 descriptors (128 launchers'
+    connections, and a successor's store)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 def host(n: int, port: int, steady_s: float, succession: bool) -> dict:
     # BENCH_SCALE_TORCH_LISTENER=1: torch listens itself, as before issue 45 (the comparison)
     own = os.environ.get("BENCH_SCALE_TORCH_LISTENER") != "1"
@@ -272,7 +280,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 connected[k] = time.monotonic()
             count = sync.add(f"{READY}/count", 1)
             sync.set(f"{READY}/{count}", "1")
-            if not select.select([wake.fd], [], [], 900)[0]:
+            if not _readable(wake.fd, 900):
                 raise TimeoutError("no halt within 900 s")
             with lock:
                 woken[k] = time.monotonic()
@@ -291,7 +299,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             if not succ_port:
                 return
             while threads.store_lost() is None:
-                if not select.select([wake.fd], [], [], 900)[0]:
+                if not _readable(wake.fd, 900):
                     raise TimeoutError("the store host was not lost within 900 s")
                 wake.drain()
             with lock:
