@@ -150,3 +150,25 @@ def test_jobs_within_the_budget_wait_in_short_slices_as_before_and_bigger_ones_s
     for n in (NODE0_BEATS_PER_S + 2, 1024, 4096, 16384):
         assert wait_slice(n) == look_period(n, REJOIN_S) > stores.ABORT_LOOK_S
         assert (n - 1) / wait_slice(n) == pytest.approx(NODE0_BEATS_PER_S)  # waits a second at node 0
+
+
+def test_a_store_host_with_more_than_1024_descriptors_waits_as_well() -> None:
+    """A successor's process holds a connection per launcher: select() takes no descriptor
+    past 1,023 (the scale harness's successor at 1,024 nodes failed 56 followers so)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"open-files hard limit {hard}")
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY else hard, hard)
+    )
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = localstore.LocalStore()
+        threading.Timer(0.3, store.connect().set, ("k", "1")).start()
+        assert stores.wait_watched(store.connect(), ["k"], 5.0, lambda: False) is True
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
