@@ -172,8 +172,8 @@ def wait_watched(
                 os.eventfd_write(done, 1)
 
     threading.Thread(target=run, name="slurm-ft-store-wait", daemon=True).start()
-    # poll, not select: a store host (node 0, a successor) holds thousands of descriptors,
-    # and select takes none past 1,023 (found by the scale harness's succession)
+    # poll, not select: select takes no descriptor past 1,023, and a process may hold
+    # thousands (the scale harness's peer process hosting a successor's store did)
     poller = select.poll()
     for fd in (done,) if signal_fd is None else (done, signal_fd):
         poller.register(fd, select.POLLIN)
