@@ -46,6 +46,7 @@ from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.decisionwait import await_decision
 from slurm_ft.launch.workers.layout import Topology
 
 OP_TIMEOUT = 120.0
@@ -174,7 +175,8 @@ def peers(sizes: list[int], cycles: int, port: int, first: int, end: int) -> dic
                         continue
                     starts[n][i][rank] = time.monotonic()
                     client.join(i, proto.JoinInfo(rank, f"node{rank:04d}", "127.0.0.1", rank))
-                    got = client.await_decision(  # the launcher's own wait
+                    got = await_decision(  # the launcher's own wait
+                        client,
                         i,
                         n,
                         deadline=time.monotonic() + OP_TIMEOUT,

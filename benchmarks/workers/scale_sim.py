@@ -29,7 +29,7 @@ store (``stores.host`` on SUCC_PORT, the next epoch's keys, the same run), notes
 (``rule.publish_port``), gathers the joins with node 0's own gather (``joins.gather``) and
 publishes its first decision; every follower waits for the note (``rule.await_port``),
 finds the store and the run as a launcher does (``find_run``), beats, joins and waits for
-the decision (``Client.await_decision``). Timed: the loss to the successor's first decision,
+the decision (``decisionwait.await_decision``). Timed: the loss to the successor's first decision,
 and to every launcher holding it.
 
 Not simulated: workers (a real restart also stops them and starts new ones), health
@@ -58,6 +58,7 @@ from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import beatperiod, stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
+from slurm_ft.launch.rendezvous.decisionwait import await_decision
 from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, JoinInfo, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.roles.joins import JoinWait, gather
@@ -215,7 +216,7 @@ def _follow(k: int, n: int, leader: int, succ_port: int, state: StateDir) -> tup
     )
     client.beat(k)
     client.join(base.index, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
-    decision = client.await_decision(base.index, n, deadline=time.monotonic() + JOIN_TIMEOUT_S, abort=never)
+    decision = await_decision(client, base.index, n, deadline=time.monotonic() + JOIN_TIMEOUT_S, abort=never)
     return decision, time.monotonic()
 
 
@@ -287,7 +288,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 entered[k] = time.monotonic()
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             client.join(1, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
-            decision = client.await_decision(1, n, deadline=time.monotonic() + 900, abort=never)
+            decision = await_decision(client, 1, n, deadline=time.monotonic() + 900, abort=never)
             if decision is None or len(decision.nodes) != n:
                 raise RuntimeError(f"no decision of cycle 1 for all {n}: {decision}")
             with lock:

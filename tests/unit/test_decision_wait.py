@@ -16,7 +16,8 @@ import pytest
 from slurm_ft.launch.rendezvous import localstore, stores
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.beatperiod import NODE0_BEATS_PER_S, look_period
-from slurm_ft.launch.rendezvous.client import REJOIN_S, Client, wait_slice
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.decisionwait import REJOIN_S, await_decision, wait_slice
 from slurm_ft.launch.rendezvous.reads import WAIT_CHUNK_S
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.signals import SignalBox
@@ -71,7 +72,7 @@ def test_a_waiting_peer_comes_back_to_node0_once_per_look_period(n: int) -> None
     calls.clear()
     waited = 2.5
     t = time.monotonic()
-    assert peer.await_decision(1, n, deadline=t + waited, abort=lambda: False) is None
+    assert await_decision(peer, 1, n, deadline=t + waited, abort=lambda: False) is None
     assert time.monotonic() - t == pytest.approx(waited, abs=0.5)
     waits = waited / wait_slice(n) + 1
     rejoins = waited / look_period(n, REJOIN_S) + 1
@@ -101,7 +102,7 @@ def test_a_signal_ends_a_long_wait_at_once_and_the_connection_serves_on() -> Non
     try:
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1)).start()
         with pytest.raises(stores.Interrupted):
-            peer.await_decision(1, 4096, deadline=time.monotonic() + 60, abort=box.arrived, signal_fd=box.fd)
+            await_decision(peer, 1, 4096, deadline=time.monotonic() + 60, abort=box.arrived, signal_fd=box.fd)
         assert box.received_at is not None
         assert time.monotonic() - box.received_at < 0.05
     finally:
@@ -121,7 +122,7 @@ def test_without_the_signal_fd_the_predicate_is_looked_at_every_abort_look() -> 
     threading.Timer(0.3, signalled.set).start()
     t = time.monotonic()
     with pytest.raises(stores.Interrupted):
-        peer.await_decision(1, 4096, deadline=t + 60, abort=signalled.is_set)
+        await_decision(peer, 1, 4096, deadline=t + 60, abort=signalled.is_set)
     assert 0.3 <= time.monotonic() - t < 0.3 + stores.ABORT_LOOK_S + 0.1
     peer.sever()
 
@@ -139,7 +140,7 @@ def test_the_store_host_lost_meanwhile_ends_the_wait_as_the_abort_says() -> None
         return False
 
     with pytest.raises(stores.StoreLost, match="silent"):
-        peer.await_decision(1, 4096, deadline=time.monotonic() + 60, abort=abort)
+        await_decision(peer, 1, 4096, deadline=time.monotonic() + 60, abort=abort)
     assert time.monotonic() - lost_at < stores.ABORT_LOOK_S + 0.1
     peer.sever()  # what a succession does: the abandoned wait's thread ends too
 

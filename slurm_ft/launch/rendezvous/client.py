@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from slurm_ft.launch.rendezvous import reads, stores
-from slurm_ft.launch.rendezvous.beatperiod import look_period
 from slurm_ft.launch.rendezvous.connection import Abort, Connection
 from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
@@ -38,11 +37,11 @@ from slurm_ft.launch.rendezvous.protocol import (
     parse_mark,
     parse_text,
 )
+from slurm_ft.launch.rendezvous.reads import SHORT, Pace
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, Store, StoreLost
 from slurm_ft.records import Failure
 
-REJOIN_S = 1.0  # how often a launcher waiting for the decision looks at node 0 (see await_decision)
 PORT_SLICE_S = 1.0  # how long a peer looks for node 0 on one port of the sequence at a time
 MAX_PORT_SLICE_S = 30.0  # ... doubled after each pass over the ports, up to this
 PROBE_S = 0.5  # a TCP connect to see whether anything listens on a port at all
@@ -53,19 +52,6 @@ Sleep = Callable[[float], None]
 
 NO_SILENCE = "-"  # an activity key before any report
 FAILURE_SWAPS = 3  # forgeries in a failure key replaced before giving up on it
-
-
-def wait_slice(num_nodes: int) -> float:
-    """How long each store wait of a launcher that waits with the whole job (for a decision,
-    for the result) may be. Where node 0 serves every launcher's look each
-    :data:`REJOIN_S` (up to 513 nodes, as the heart-beat), 0.2 s on the caller's thread,
-    as always; past that the stretched look period, on a thread of its own
-    (``stores.wait_watched``): 8 s at 4,096 nodes, where 0.2 s slices were 20,000 waits a
-    second at node 0. Small jobs keep the caller's thread because the thread's hand-over
-    is what a wait on it adds: nothing on a node of its own, but a 256-launcher
-    simulation of 32 launchers a process took 2-3 times as long a cycle with it."""
-    every = look_period(num_nodes, REJOIN_S)
-    return every if every > REJOIN_S else reads.WAIT_CHUNK_S
 
 
 def _listening(address: str, port: int) -> bool:
@@ -198,7 +184,7 @@ class Client(Connection):
 
     def wait_base(self, *, deadline: float, abort: Abort) -> Base | None:
         return self._get_sealed_when_set(
-            self.keys.base, partial(decode, Base), deadline=deadline, abort=abort
+            self.keys.base, partial(decode, Base), deadline=deadline, abort=abort, pace=SHORT
         )
 
     def join(self, i: int, info: JoinInfo) -> None:
@@ -206,46 +192,11 @@ class Client(Connection):
         if info.unhealthy is not None:
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
 
-    def wait_decision(
-        self,
-        i: int,
-        *,
-        deadline: float,
-        abort: Abort,
-        slice_s: float = reads.WAIT_CHUNK_S,
-        signal_fd: int | None = None,
-    ) -> Decision | None:
+    def wait_decision(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> Decision | None:
         key = self.keys.decision(i)
         return self._get_sealed_when_set(
-            key,
-            partial(decode, Decision),
-            deadline=deadline,
-            abort=abort,
-            slice_s=slice_s,
-            signal_fd=signal_fd,
+            key, partial(decode, Decision), deadline=deadline, abort=abort, pace=pace
         )
-
-    def await_decision(
-        self, i: int, num_nodes: int, *, deadline: float, abort: Abort, signal_fd: int | None = None
-    ) -> Decision | None:
-        """A peer's wait for node 0's decision of cycle i after its join; None at ``deadline``.
-
-        Store waits of :func:`wait_slice`, and every :data:`REJOIN_S` the join record
-        written again should someone have overwritten or deleted it (node 0 would wait for
-        it in vain), stretched with the job's size (``beatperiod.look_period``: one of
-        each every 8 s at 4,096 nodes), so that the launchers waiting here cost node 0 a
-        bounded number of requests a second. The decision wakes every waiter at once
-        whatever the period, and a signal is noticed at once through ``signal_fd`` (the
-        signal box's), else within ``stores.ABORT_LOOK_S``."""
-        every, slice_s = look_period(num_nodes, REJOIN_S), wait_slice(num_nodes)
-        while True:
-            until = min(deadline, time.monotonic() + every)
-            decision = self.wait_decision(
-                i, deadline=until, abort=abort, slice_s=slice_s, signal_fd=signal_fd
-            )
-            if decision is not None or time.monotonic() >= deadline:
-                return decision
-            self.reassert()
 
     def publish_snapshots(self, i: int, node: int, value: str) -> None:
         self._set_sealed(self.keys.snapshots(i, node), value)
@@ -328,23 +279,10 @@ class Client(Connection):
         key = self.keys.halt(i)
         return bool(self._op(lambda: self._store.check([key])))
 
-    def wait_result(
-        self,
-        i: int,
-        *,
-        deadline: float,
-        abort: Abort,
-        slice_s: float = reads.WAIT_CHUNK_S,
-        signal_fd: int | None = None,
-    ) -> CycleResult | None:
+    def wait_result(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> CycleResult | None:
         key = self.keys.result(i)
         return self._get_sealed_when_set(
-            key,
-            partial(decode, CycleResult),
-            deadline=deadline,
-            abort=abort,
-            slice_s=slice_s,
-            signal_fd=signal_fd,
+            key, partial(decode, CycleResult), deadline=deadline, abort=abort, pace=pace
         )
 
     def result(self, i: int) -> CycleResult | None:

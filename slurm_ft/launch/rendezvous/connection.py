@@ -52,14 +52,7 @@ class Connection:
             raise stores.lost(exc) from None
 
     def _get_sealed_when_set(
-        self,
-        key: str,
-        parse: Callable[[bytes], T],
-        *,
-        deadline: float,
-        abort: Abort,
-        slice_s: float = reads.WAIT_CHUNK_S,
-        signal_fd: int | None = None,
+        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort, pace: reads.Pace
     ) -> T | None:
         """See :func:`reads.sealed_when_set`."""
         return self._op(
@@ -70,8 +63,8 @@ class Connection:
                 parse,
                 deadline=deadline,
                 abort=abort,
-                slice_s=slice_s,
-                signal_fd=signal_fd,
+                slice_s=pace.slice_s,
+                signal_fd=pace.signal_fd,
             )
         )
 

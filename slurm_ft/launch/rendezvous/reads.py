@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from slurm_ft.launch.rendezvous import stores
@@ -35,6 +36,19 @@ _MISSING = MISSING.encode()
 # :func:`when_set`).
 WAIT_CHUNK_S = 0.2
 MIN_WAIT_S = 0.05
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a wait for a key comes back to the store: each store wait's length
+    (``slice_s``), and the signal box's wake-up fd that ends it at once (see
+    :func:`when_set`)."""
+
+    slice_s: float = WAIT_CHUNK_S
+    signal_fd: int | None = None
+
+
+SHORT = Pace()
 
 
 def probe(store: Store, key: str) -> bytes | None:

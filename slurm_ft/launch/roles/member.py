@@ -24,8 +24,10 @@ from slurm_ft.launch.companions import Companions
 from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
-from slurm_ft.launch.rendezvous.client import Client, wait_slice
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.decisionwait import await_decision, wait_slice
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.rendezvous.reads import Pace
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.roles.nodehealth import NodeHealth
 from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
@@ -88,8 +90,8 @@ class Member:
         launch = self.cfg.settings.launch
         deadline = time.monotonic() + launch.join_timeout + DECISION_GRACE_S
         abort = self.threads.abort_check(self.sig.arrived)
-        decision = self.client.await_decision(
-            i, self.cfg.num_nodes, deadline=deadline, abort=abort, signal_fd=self.sig.fd
+        decision = await_decision(
+            self.client, i, self.cfg.num_nodes, deadline=deadline, abort=abort, signal_fd=self.sig.fd
         )
         if decision is None:
             raise StoreLost("no decision from node 0 within the join timeout")
@@ -265,8 +267,7 @@ class Member:
                 i,
                 deadline=time.monotonic() + self.cfg.settings.launch.result_linger_timeout,
                 abort=abort,
-                slice_s=wait_slice(self.cfg.num_nodes),  # every peer waits here
-                signal_fd=self.sig.fd,
+                pace=Pace(wait_slice(self.cfg.num_nodes), self.sig.fd),  # every peer waits here
             )
             client.ack(self.cfg.job.node_rank)
         except (StoreLost, Interrupted):
