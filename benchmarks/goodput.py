@@ -311,7 +311,7 @@ def _slurm_ft_run(
     out: Path, a: argparse.Namespace, env: dict[str, str], work: Path, job_id: str
 ) -> RunResult:
     state = StateDir(work / ".slurm_ft" / job_id)
-    _wait(lambda: bool(list(state.processes_dir.glob("cycle*/*.json"))), 300, "slurm-ft's first workers")
+    _wait(lambda: bool(list(state.nodes_dir.glob("*/processes.jsonl"))), 300, "slurm-ft's first workers")
     first = time.time()
     start = _job_start(job_id)
     drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id]
@@ -400,8 +400,8 @@ def _torchrun_records(work: Path, state: StateDir, job_id: str) -> None:
     )
     records.write(state.cycle_record(cycle), rec)
     for d in cur:
-        records.write(
-            state.node_processes(cycle, d["node"]),
+        records.append_record(
+            state.node_processes(d["node"]),
             records.NodeProcesses(
                 cycle=cycle,
                 node=d["node"],

@@ -124,7 +124,7 @@ class Failure:
 class LogFile:
     """One file of a cycle's application log: the job's only one (``node`` None: every
     launcher appends to it) or one node's (``--applog-per-node``). ``node_rank`` is the
-    launcher's index in the cycle's ``nodes``, the ``.node<K>`` of the file name."""
+    launcher's index in the cycle's ``nodes``, the ``node<K>`` of the file's name and directory."""
 
     path: str
     node: str | None = None
@@ -277,10 +277,11 @@ class WorkerProcess:
 
 @dataclass
 class NodeProcesses:
-    """``processes/cycle<N>/<node>.json``, written by every launcher (spares too) when a
-    cycle's workers start: which processes are this node's part of the job. ``slurm-ft-drill``
-    finds its targets here, never by process name; the start ticks let it refuse a pid that
-    was reused. Each node writes only its own file, so a shared state dir needs no rule."""
+    """One line of ``nodes/<node>/processes.jsonl``, appended by every launcher (spares
+    too) when a cycle's workers start: which processes are this node's part of the job.
+    ``slurm-ft-drill`` finds its targets here, never by process name; the start ticks let it
+    refuse a pid that was reused. Each node writes only its own file, so a shared state dir
+    needs no rule."""
 
     cycle: int
     node: str
@@ -338,8 +339,8 @@ class RankResume:
 
 @dataclass
 class NodeSnapshots:
-    """``snapshots/cycle<N>/<node>.json``, written by every launcher that ran workers in cycle
-    N: where each of its ranks resumed from (what the workers' restore said; a rank that
+    """One line of ``nodes/<node>/snapshots.jsonl``, appended by every launcher that ran
+    workers in cycle N: where each of its ranks resumed from (what the workers' restore said; a rank that
     never asked resumed from nothing) and the newest snapshot the node held when the cycle
     ended. Each node writes only its own file: a node's memory is its own."""
 
@@ -441,9 +442,16 @@ def append_reading(
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
     appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
     line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    if add is not None:
-        add(path, line)
-        return
+    (add or _append)(path, line)
+
+
+def append_record(path: Path, record: NodeProcesses | NodeSnapshots) -> None:
+    """A per-node record appended to its node's file, as the launcher does it
+    (``launch.books.bookkeeper`` appends through its bounded writer instead)."""
+    _append(path, json_line(record))
+
+
+def _append(path: Path, line: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -452,9 +460,43 @@ def append_reading(
         os.close(fd)
 
 
+def json_line(record: NodeProcesses | NodeSnapshots) -> bytes:
+    """A per-node record as one line of its node's JSON-lines file, appended in one write."""
+    return (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def json_lines(raw: bytes) -> tuple[list[JsonDict], int]:
+    """The objects of a JSON-lines file, and how many lines were not one (a torn last line
+    after a crash is the usual one: skipped, never fatal)."""
+    docs: list[JsonDict] = []
+    bad = 0
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+        else:
+            bad += 1
+    return docs, bad
+
+
+def read_json_lines(path: Path) -> list[JsonDict]:
+    """:func:`json_lines` of a file; [] when it is missing or unreadable (a reader must never crash)."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return []
+    return json_lines(raw)[0]
+
+
 def write(
     path: Path,
-    record: CycleRecord | OutcomeRecord | NodeProcesses | DrillRecord | NodeSnapshots | SnapshotsPersisted,
+    record: CycleRecord | OutcomeRecord | DrillRecord | SnapshotsPersisted,
 ) -> None:
     atomicfile.write_json(path, record.to_json())
 

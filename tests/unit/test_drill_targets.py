@@ -36,8 +36,8 @@ def write_job(state: StateDir, cycle: int, nodes: dict[str, list[int]], job_id: 
             workers.append(WorkerProcess(rank, local, pid, procident.start_ticks(pid)))
             rank += 1
         launcher = pids[0] if pids else os.getpid()
-        records.write(
-            state.node_processes(cycle, name),
+        records.append_record(
+            state.node_processes(name),
             NodeProcesses(
                 cycle, name, k, job_id, "u" * 32, launcher, procident.start_ticks(launcher), 2.0, workers
             ),
