@@ -315,6 +315,9 @@ class SnapshotSource(str, Enum):
     NONE = "none"  # nothing: the trainer started from its own checkpoint, or from scratch
 
 
+_SOURCES = {s.value: s for s in SnapshotSource}
+
+
 @dataclass(frozen=True)
 class RankResume:
     """One rank's resumption in one cycle: its source and the step it resumed at (None: no snapshot)."""
@@ -334,7 +337,11 @@ class RankResume:
             raise ValueError(f"rank resume without a rank: {doc!r}")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise ValueError(f"rank resume with a bad step: {doc!r}")
-        return cls(rank, SnapshotSource(doc.get("source")), step)
+        source = doc.get("source")
+        found = _SOURCES.get(source) if isinstance(source, str) else None
+        if found is None:  # a dict, not the enum's call: the report reads one per rank and cycle
+            raise ValueError(f"rank resume with a bad source: {doc!r}")
+        return cls(rank, found, step)
 
 
 @dataclass
@@ -358,8 +365,10 @@ class NodeSnapshots:
 
     @classmethod
     def from_json(cls, doc: JsonDict) -> NodeSnapshots:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        return cls(**{k: v for k, v in doc.items() if k in _NODE_SNAPSHOTS_FIELDS})
+
+
+_NODE_SNAPSHOTS_FIELDS = frozenset(f.name for f in dataclasses.fields(NodeSnapshots))
 
 
 @dataclass
