@@ -67,7 +67,7 @@ def _read(path: Path) -> records.JsonDict | None:
 
 def newest_shape(state: StateDir) -> JobShape | None:
     """The newest cycle that has both a record and process records; None when there is none."""
-    by_cycle = recorded_processes(state)
+    lines = _node_lines(state)
     for cycle in reversed(state.recorded_cycles()):
         doc = _read(state.cycle_record(cycle))
         if doc is None:
@@ -76,25 +76,50 @@ def newest_shape(state: StateDir) -> JobShape | None:
             rec = CycleRecord.from_json(doc)
         except (TypeError, ValueError):
             continue
-        procs = by_cycle.get(cycle) or _legacy_processes(state, cycle)
+        procs = _of_cycle(lines, cycle) or _legacy_processes(state, cycle)
         if procs:
             active = tuple(rec.active_nodes or rec.nodes)
             return JobShape(cycle, rec.world_size, active, procs)
     return None
 
 
-def recorded_processes(state: StateDir) -> dict[int, dict[str, NodeProcesses]]:
-    """Every node's process records by cycle (a node's last line of a cycle wins)."""
-    out: dict[int, dict[str, NodeProcesses]] = {}
+def recorded_processes(state: StateDir, cycle: int) -> dict[str, NodeProcesses]:
+    """Each node's process record of ``cycle`` (its last line of the cycle)."""
+    return _of_cycle(_node_lines(state), cycle)
+
+
+def _node_lines(state: StateDir) -> dict[str, list[bytes]]:
+    """Each node's ``processes.jsonl``, as lines not yet parsed: only the lines of the
+    cycle asked for are, from the end (a job of 4,096 nodes and 100 cycles has 409,600)."""
     try:
         nodes = sorted(os.listdir(state.nodes_dir))
     except OSError:
-        nodes = []
+        return {}
+    out = {}
     for node in nodes:
-        for doc in records.read_json_lines(state.node_processes(node)):
-            found = _processes(doc)
-            if found is not None and found.node == node:
-                out.setdefault(found.cycle, {})[node] = found
+        try:
+            out[node] = state.node_processes(node).read_bytes().splitlines()
+        except OSError:
+            continue
+    return out
+
+
+def _of_cycle(lines: dict[str, list[bytes]], cycle: int) -> dict[str, NodeProcesses]:
+    """A node appends a line per cycle in the cycles' order, so the look from its end stops
+    at the first line of an earlier cycle."""
+    out = {}
+    for node, mine in lines.items():
+        for line in reversed(mine):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue  # a torn line
+            found = _processes(doc if isinstance(doc, dict) else None)
+            if found is None or found.node != node or found.cycle > cycle:
+                continue
+            if found.cycle == cycle:
+                out[node] = found
+            break
     return out
 
 

@@ -42,7 +42,7 @@ class Run:
         return self.state.recorded_cycles()
 
     def processes_of(self, cycle: int) -> records.NodeProcesses | None:
-        found = targets.recorded_processes(self.state).get(cycle, {})
+        found = targets.recorded_processes(self.state, cycle)
         return next(iter(found.values()), None)
 
     def log(self) -> str:

@@ -80,11 +80,16 @@ def test_the_drill_takes_each_nodes_newest_cycle_and_else_the_layout_before(tmp_
         for k, node in enumerate("ab"):
             records.append_record(state.node_processes(node), procs(c, node, k, 100 * (c + 1) + 10 * k))
     (state.node_processes("b")).open("ab").write(b"not json\n")
-    by_cycle = targets.recorded_processes(state)
-    assert {c: sorted((n, p.launcher_pid) for n, p in v.items()) for c, v in by_cycle.items()} == {
+    assert {
+        c: sorted((n, p.launcher_pid) for n, p in targets.recorded_processes(state, c).items())
+        for c in (0, 1)
+    } == {
         0: [("a", 100), ("b", 110)],
         1: [("a", 200), ("b", 210)],
     }
+    records.append_record(state.node_processes("a"), procs(1, "a", 0, 299))  # cycle 1 again: the last wins
+    assert targets.recorded_processes(state, 1)["a"].launcher_pid == 299
+    assert targets.recorded_processes(state, 2) == {}
     shape = targets.newest_shape(state)
     assert shape is not None and shape.cycle == 1
 
