@@ -165,7 +165,7 @@ def snapshots_from_json(doc: dict[str, Any]) -> NodeSnapshots:
     try:
         rec = NodeSnapshots.from_json(doc)
         for r in resumed:
-            RankResume.from_json(r)
+            RankResume.fields_of(r)
     except (TypeError, ValueError) as exc:
         raise _Bad(str(exc)) from None
     return rec
