@@ -52,13 +52,20 @@ def resumes_by_cycle(snaps: list[NodeSnapshots]) -> Resumes:
 
 
 def snapshot_restores(resumes: Resumes, cycles: list[CycleView]) -> list[SnapshotRestore]:
-    """Every cycle in which some rank resumed from a snapshot, with its sources."""
+    """Every cycle in which some rank resumed from a snapshot, with its sources. A node
+    writes where its ranks resumed from at the cycle's end: a node lost in the cycle
+    writes nothing, and its ranks are counted as ``not recorded`` (of the cycle's world
+    size), never left out as if there were none."""
     starts = {c.cycle: c.start for c in cycles}
+    sizes = {c.cycle: c.world_size for c in cycles}
     out = []
     for cycle, ranks in sorted(resumes.items()):
         if ranks.min_step is None or cycle not in starts:
             continue
         sources = tuple(f"{source} x{n}" for source, n in sorted(ranks.sources.items()))
+        missing = (sizes.get(cycle) or 0) - ranks.ranks
+        if missing > 0:
+            sources = (*sources, f"not recorded x{missing}")
         out.append(SnapshotRestore(cycle, starts[cycle], sources, ranks.min_step))
     return out
 
