@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks import goodput_timeline as tl
-from slurm_ft import records
+from slurm_ft import jsonlines, records
 from slurm_ft.drill import schedule
 from slurm_ft.drill.faults import Fault
 from slurm_ft.drill.run import DrillJob, describe, inject
@@ -400,7 +400,7 @@ def _torchrun_records(work: Path, state: StateDir, job_id: str) -> None:
     )
     records.write(state.cycle_record(cycle), rec)
     for d in cur:
-        records.append_record(
+        jsonlines.add(
             state.node_processes(d["node"]),
             records.NodeProcesses(
                 cycle=cycle,
@@ -412,7 +412,7 @@ def _torchrun_records(work: Path, state: StateDir, job_id: str) -> None:
                 launcher_start_ticks=d["agent_start_ticks"],
                 time=d["time"],
                 workers=[records.WorkerProcess(d["rank"], d["local_rank"], d["pid"], d["start_ticks"])],
-            ),
+            ).to_json(),
         )
 
 

@@ -78,7 +78,7 @@ def write_job(
     state_path: Path, logs: Path, nodes: int, cycles: int, snapshots: bool = False
 ) -> dict[str, int]:
     """The job's state dir and logs, by the launcher's writers; the files written per cycle."""
-    from slurm_ft import progress, records
+    from slurm_ft import jsonlines, progress, records
     from slurm_ft.launch.output.applog import cycle_log_path
     from slurm_ft.launch.output.cyclefile import AppLogStats, CycleFile
     from slurm_ft.launch.output.eventlog import EventLog
@@ -108,9 +108,9 @@ def write_job(
         records.write(state.cycle_record(c), rec)  # node 0, before the workers start
         for k, name in enumerate(names):
             workers = [records.WorkerProcess(k * NPROC + i, i, 10_000 + i, 1) for i in range(NPROC)]
-            records.append_record(
+            jsonlines.add(
                 state.node_processes(name),
-                records.NodeProcesses(c, name, k, "4242", run_uuid, 9_000, 1, start, workers),
+                records.NodeProcesses(c, name, k, "4242", run_uuid, 9_000, 1, start, workers).to_json(),
             )
             out = CycleFile(Path(files[k].path), AppLogStats(), EventLog(None, name, quiet=True))
             for i in range(NPROC):
@@ -124,7 +124,7 @@ def write_job(
                     records.RankResume(w.rank, source, c * STEPS if c else None).to_json() for w in workers
                 ]
                 rec_s = records.NodeSnapshots(c, name, k, run_uuid, start + CYCLE_S, resumed, (c + 1) * STEPS)
-                records.append_record(state.node_snapshots(name), rec_s)
+                jsonlines.add(state.node_snapshots(name), rec_s.to_json())
         end = start + CYCLE_S - 5
         if failing is not None:
             node = failing // NPROC

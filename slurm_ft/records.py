@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from slurm_ft import atomicfile
+from slurm_ft import atomicfile, jsonlines
 
 RECORD_VERSION = 1
 TRACEBACK_LIMIT = 16 * 1024
@@ -337,8 +336,7 @@ class RankResume:
 
     @staticmethod
     def fields_of(doc: JsonDict) -> tuple[int, str, int | None]:
-        """(rank, source value, step) of one, checked, without making one: the report
-        reads 16,384 a cycle at 4,096 nodes. ValueError when ``doc`` is not one."""
+        """(rank, source, step), checked, without making one (ValueError when not one)."""
         rank, step, source = doc.get("rank"), doc.get("step"), doc.get("source")
         if type(rank) is not int:  # not a bool either
             raise ValueError(f"rank resume without a rank: {doc!r}")
@@ -370,10 +368,8 @@ class NodeSnapshots:
 
     @classmethod
     def from_json(cls, doc: JsonDict) -> NodeSnapshots:
-        return cls(**{k: v for k, v in doc.items() if k in _NODE_SNAPSHOTS_FIELDS})
-
-
-_NODE_SNAPSHOTS_FIELDS = frozenset(f.name for f in dataclasses.fields(NodeSnapshots))
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
 
 
 @dataclass
@@ -455,57 +451,7 @@ def append_reading(
     """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
     appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
-    line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    (add or _append)(path, line)
-
-
-def append_record(path: Path, record: NodeProcesses | NodeSnapshots) -> None:
-    """A per-node record appended to its node's file, as the launcher does it
-    (``launch.books.bookkeeper`` appends through its bounded writer instead)."""
-    _append(path, json_line(record))
-
-
-def _append(path: Path, line: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
-def json_line(record: NodeProcesses | NodeSnapshots) -> bytes:
-    """A per-node record as one line of its node's JSON-lines file, appended in one write."""
-    return (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-
-
-def json_lines(raw: bytes) -> tuple[list[JsonDict], int]:
-    """The objects of a JSON-lines file, and how many lines were not one (a torn last line
-    after a crash is the usual one: skipped, never fatal)."""
-    docs: list[JsonDict] = []
-    bad = 0
-    for line in raw.splitlines():
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-        else:
-            bad += 1
-    return docs, bad
-
-
-def read_json_lines(path: Path) -> list[JsonDict]:
-    """:func:`json_lines` of a file; [] when it is missing or unreadable (a reader must never crash)."""
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return []
-    return json_lines(raw)[0]
+    (add or jsonlines.append)(path, jsonlines.line(reading.to_json()))
 
 
 def write(

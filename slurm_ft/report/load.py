@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_ft import progress
+from slurm_ft import jsonlines, progress
 from slurm_ft.records import (
     SNAPSHOT_MARK,
     CycleRecord,
@@ -25,7 +25,6 @@ from slurm_ft.records import (
     OutcomeRecord,
     ProgressReading,
     RankResume,
-    json_lines,
 )
 from slurm_ft.statedir import NODE_SNAPSHOTS, StateDir
 
@@ -292,7 +291,7 @@ def _snapshots(state: StateDir, bad: list[Unreadable]) -> list[NodeSnapshots]:
         except OSError as exc:
             bad.append(Unreadable(str(path), f"cannot read: {exc.strerror or exc}"))
             continue
-        docs, torn = json_lines(raw)
+        docs, torn = jsonlines.parse(raw)
         if torn:
             bad.append(Unreadable(str(path), f"{torn} line(s) are not records: skipped"))
         for doc in docs:

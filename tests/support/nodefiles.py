@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_ft import records
+from slurm_ft import jsonlines
 from slurm_ft.statedir import StateDir
 
 
 def processes(state: Path | StateDir, node: str, cycle: int) -> dict:
     """``node``'s process record of ``cycle`` (its last line of the cycle); KeyError when none."""
     state = state if isinstance(state, StateDir) else StateDir(state)
-    found = {doc.get("cycle"): doc for doc in records.read_json_lines(state.node_processes(node))}
+    found = {doc.get("cycle"): doc for doc in jsonlines.read(state.node_processes(node))}
     return found[cycle]
 
 

@@ -20,6 +20,7 @@ BOTTOM = {
     "config",
     "settingsyntax",
     "records",
+    "jsonlines",
     "exitcodes",
     "statedir",
     "atomicfile",

@@ -79,7 +79,7 @@ def test_json_needs_neither_torch_nor_rich(state):
 
 
 def _processes(state: Path) -> None:
-    from slurm_ft import records
+    from slurm_ft import jsonlines
     from slurm_ft.records import NodeProcesses, WorkerProcess
     from slurm_ft.statedir import StateDir
 
@@ -95,7 +95,7 @@ def _processes(state: Path) -> None:
             time=0.0,
             workers=[WorkerProcess(2 * k + i, i, pid, 9) for i, pid in enumerate(pids)],
         )
-        records.append_record(StateDir(state).node_processes(f"node{k}"), rec)
+        jsonlines.add(StateDir(state).node_processes(f"node{k}"), rec.to_json())
 
 
 def test_processes_lists_each_ranks_worker_pid(capsys, monkeypatch, state):

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from slurm_ft import records
+from slurm_ft import jsonlines, records
 from slurm_ft.drill import targets
 from slurm_ft.logs import failure, source
 from slurm_ft.records import CycleRecord, Failure, FailureKind, NodeProcesses, NodeSnapshots, WorkerProcess
@@ -39,8 +39,8 @@ def cycle_record(
 
 def test_json_lines_skip_a_torn_line_and_keep_the_rest() -> None:
     raw = b'{"cycle": 0}\n{"cycle": 1, "no\n\n[1, 2]\n{"cycle": 2}\n'
-    assert records.json_lines(raw) == ([{"cycle": 0}, {"cycle": 2}], 2)
-    assert records.read_json_lines(Path("/nonexistent/processes.jsonl")) == []
+    assert jsonlines.parse(raw) == ([{"cycle": 0}, {"cycle": 2}], 2)
+    assert jsonlines.read(Path("/nonexistent/processes.jsonl")) == []
 
 
 def test_the_report_reads_each_nodes_file_names_a_torn_line_and_keeps_a_nodes_last_word(
@@ -48,9 +48,9 @@ def test_the_report_reads_each_nodes_file_names_a_torn_line_and_keeps_a_nodes_la
 ) -> None:
     state = StateDir(tmp_path)
     for c in range(3):
-        records.append_record(state.node_snapshots("a"), snaps(c, "a", 10 * c))
-    records.append_record(state.node_snapshots("a"), snaps(2, "a", 99))  # cycle 2 again: the last wins
-    records.append_record(state.node_snapshots("b"), snaps(0, "b", 0))
+        jsonlines.add(state.node_snapshots("a"), snaps(c, "a", 10 * c).to_json())
+    jsonlines.add(state.node_snapshots("a"), snaps(2, "a", 99).to_json())  # cycle 2 again: the last wins
+    jsonlines.add(state.node_snapshots("b"), snaps(0, "b", 0).to_json())
     with open(state.node_snapshots("b"), "ab") as fh:
         fh.write(b'{"cycle": 1, "node": "b", "resu')  # a crash mid-line
     got = load.load(state)
@@ -67,7 +67,7 @@ def test_the_report_still_reads_snapshot_records_of_the_layout_before(tmp_path: 
     old = state.snapshots_dir / "cycle0" / "a.json"
     old.parent.mkdir(parents=True)
     old.write_text(json.dumps(snaps(0, "a", 5).to_json()))
-    records.append_record(state.node_snapshots("a"), snaps(1, "a", 7))
+    jsonlines.add(state.node_snapshots("a"), snaps(1, "a", 7).to_json())
     got = load.load(state)
     assert [(s.cycle, s.node, s.newest_step) for s in got.snapshots] == [(0, "a", 6), (1, "a", 8)]
     assert got.unreadable == []
@@ -78,7 +78,7 @@ def test_the_drill_takes_each_nodes_newest_cycle_and_else_the_layout_before(tmp_
     for c in (0, 1):
         cycle_record(state, c, ["a", "b"])
         for k, node in enumerate("ab"):
-            records.append_record(state.node_processes(node), procs(c, node, k, 100 * (c + 1) + 10 * k))
+            jsonlines.add(state.node_processes(node), procs(c, node, k, 100 * (c + 1) + 10 * k).to_json())
     (state.node_processes("b")).open("ab").write(b"not json\n")
     assert {
         c: sorted((n, p.launcher_pid) for n, p in targets.recorded_processes(state, c).items())
@@ -87,7 +87,7 @@ def test_the_drill_takes_each_nodes_newest_cycle_and_else_the_layout_before(tmp_
         0: [("a", 100), ("b", 110)],
         1: [("a", 200), ("b", 210)],
     }
-    records.append_record(state.node_processes("a"), procs(1, "a", 0, 299))  # cycle 1 again: the last wins
+    jsonlines.add(state.node_processes("a"), procs(1, "a", 0, 299).to_json())  # cycle 1 again: the last wins
     assert targets.recorded_processes(state, 1)["a"].launcher_pid == 299
     assert targets.recorded_processes(state, 2) == {}
     shape = targets.newest_shape(state)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import jobpointer, procident, records
+from slurm_ft import jobpointer, jsonlines, procident, records
 from slurm_ft.launch import policy
 from slurm_ft.launch.books.stateio import StateIO
 from slurm_ft.launch.context import AgentConfig
@@ -355,14 +355,14 @@ class Bookkeeper:
             ],
         )
         with contextlib.suppress(OSError):
-            self.io.add_line(self.state.node_processes(self.job.node_name), records.json_line(rec))
+            self.io.add_line(self.state.node_processes(self.job.node_name), jsonlines.line(rec.to_json()))
 
     def node_snapshots(self, rec: records.NodeSnapshots) -> None:
         """Where this node's ranks resumed from in a cycle: one line appended to the node's
         own file (a state dir that cannot take it costs the report a line, never the job a
         cycle)."""
         with contextlib.suppress(OSError):
-            self.io.add_line(self.state.node_snapshots(rec.node), records.json_line(rec))
+            self.io.add_line(self.state.node_snapshots(rec.node), jsonlines.line(rec.to_json()))
 
     def snapshots_persisted(self, rec: records.SnapshotsPersisted) -> None:
         with contextlib.suppress(OSError):

@@ -17,7 +17,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurm_ft import records
+from slurm_ft import jsonlines
 from slurm_ft.drill.send import Sent, send_here, send_via_srun
 from slurm_ft.drill.targets import Shot
 from slurm_ft.records import NodeProcesses
@@ -48,7 +48,7 @@ def recorded(state: StateDir, node: str, cycles: Sequence[int], run_uuid: str) -
     """The newest of ``cycles`` (newest first) for which ``node`` recorded its processes in
     this run (its last line of the cycle, should there be two)."""
     mine: dict[int, NodeProcesses] = {}
-    for doc in records.read_json_lines(state.node_processes(node)):
+    for doc in jsonlines.read(state.node_processes(node)):
         try:
             found = NodeProcesses.from_json(doc)
         except (TypeError, ValueError):
