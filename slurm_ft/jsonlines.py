@@ -9,9 +9,10 @@ of a write leaves a torn last line: readers skip it, never fail on it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from slurm_ft import atomicfile
 
 Doc = dict[str, Any]
 
@@ -21,19 +22,10 @@ def line(doc: Doc) -> bytes:
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def append(path: Path, data: bytes) -> None:
-    """One write of whole lines (``O_APPEND``), the file made private; the local disk's
-    append (the launcher's own goes through its bounded writer, ``launch.books.stateio``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
 def add(path: Path, doc: Doc) -> None:
-    append(path, line(doc))
+    """``doc`` appended as one line (``atomicfile.append_line``; the launcher's own appends
+    go through its bounded writer, ``launch.books.stateio``)."""
+    atomicfile.append_line(path, line(doc))
 
 
 def parse(raw: bytes) -> tuple[list[Doc], int]:

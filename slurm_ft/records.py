@@ -451,7 +451,7 @@ def append_reading(
     """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
     appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
-    (add or jsonlines.append)(path, jsonlines.line(reading.to_json()))
+    (add or atomicfile.append_line)(path, jsonlines.line(reading.to_json()))
 
 
 def write(
