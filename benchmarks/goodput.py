@@ -65,7 +65,7 @@ from pathlib import Path
 
 from benchmarks import cmdline
 from benchmarks import goodput_timeline as tl
-from slurm_ft import records
+from slurm_ft import jsonlines, records
 from slurm_ft.drill import schedule
 from slurm_ft.drill.faults import Fault
 from slurm_ft.drill.run import DrillJob, describe, inject
@@ -312,7 +312,7 @@ def _slurm_ft_run(
     out: Path, a: argparse.Namespace, env: dict[str, str], work: Path, job_id: str
 ) -> RunResult:
     state = StateDir(work / ".slurm_ft" / job_id)
-    _wait(lambda: bool(list(state.processes_dir.glob("cycle*/*.json"))), 300, "slurm-ft's first workers")
+    _wait(lambda: bool(list(state.nodes_dir.glob("*/processes.jsonl"))), 300, "slurm-ft's first workers")
     first = time.time()
     start = _job_start(job_id)
     drill_cmd = [sys.executable, "-m", "slurm_ft.cli.drill", job_id]
@@ -401,8 +401,8 @@ def _torchrun_records(work: Path, state: StateDir, job_id: str) -> None:
     )
     records.write(state.cycle_record(cycle), rec)
     for d in cur:
-        records.write(
-            state.node_processes(cycle, d["node"]),
+        jsonlines.add(
+            state.node_processes(d["node"]),
             records.NodeProcesses(
                 cycle=cycle,
                 node=d["node"],
@@ -413,7 +413,7 @@ def _torchrun_records(work: Path, state: StateDir, job_id: str) -> None:
                 launcher_start_ticks=d["agent_start_ticks"],
                 time=d["time"],
                 workers=[records.WorkerProcess(d["rank"], d["local_rank"], d["pid"], d["start_ticks"])],
-            ),
+            ).to_json(),
         )
 
 

@@ -4,7 +4,7 @@ nodes (issue #45, the last bullet).
 The state dir and the per-node cycle logs are written by the launcher's own writers, as
 each launcher of the job would write them: node 0's cycle records (opened, then closed
 with the first failure), its ledger and timed progress readings, its outcome record; every
-node's ``processes/cycle<N>/<node>.json`` (``records.NodeProcesses``) for every cycle; and
+node's ``nodes/<node>/processes.jsonl`` (``records.NodeProcesses``, a line per cycle); and
 every node's cycle log (``--applog-per-node``) through the launcher's line framer
 (``LineFramer``) and cycle file (``CycleFile``). What is simulated: the launchers
 themselves (one process writes every node's files in turn), the worker output (a few
@@ -20,7 +20,7 @@ times grow from 256 to 4,096 nodes (16x the nodes).
     python -m benchmarks.logs_report_scale [--nodes 256,1024,4096] [--cycles 4] [--runs 3] [--snapshots]
 
 ``--snapshots``: the workers take snapshots, so every node also writes
-``snapshots/cycle<N>/<node>.json`` (``records.NodeSnapshots``) at every cycle's end.
+a line of ``nodes/<node>/snapshots.jsonl`` (``records.NodeSnapshots``) at every cycle's end.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def write_job(
     state_path: Path, logs: Path, nodes: int, cycles: int, snapshots: bool = False
 ) -> dict[str, int]:
     """The job's state dir and logs, by the launcher's writers; the files written per cycle."""
-    from slurm_ft import progress, records
+    from slurm_ft import jsonlines, progress, records
     from slurm_ft.launch.output.applog import cycle_log_path
     from slurm_ft.launch.output.cyclefile import AppLogStats, CycleFile
     from slurm_ft.launch.output.eventlog import EventLog
@@ -109,9 +109,9 @@ def write_job(
         records.write(state.cycle_record(c), rec)  # node 0, before the workers start
         for k, name in enumerate(names):
             workers = [records.WorkerProcess(k * NPROC + i, i, 10_000 + i, 1) for i in range(NPROC)]
-            records.write(
-                state.node_processes(c, name),
-                records.NodeProcesses(c, name, k, "4242", run_uuid, 9_000, 1, start, workers),
+            jsonlines.add(
+                state.node_processes(name),
+                records.NodeProcesses(c, name, k, "4242", run_uuid, 9_000, 1, start, workers).to_json(),
             )
             out = CycleFile(Path(files[k].path), AppLogStats(), EventLog(None, name, quiet=True))
             for i in range(NPROC):
@@ -125,7 +125,7 @@ def write_job(
                     records.RankResume(w.rank, source, c * STEPS if c else None).to_json() for w in workers
                 ]
                 rec_s = records.NodeSnapshots(c, name, k, run_uuid, start + CYCLE_S, resumed, (c + 1) * STEPS)
-                records.write(state.node_snapshots(c, name), rec_s)
+                jsonlines.add(state.node_snapshots(name), rec_s.to_json())
         end = start + CYCLE_S - 5
         if failing is not None:
             node = failing // NPROC

@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from slurm_ft import atomicfile
+from slurm_ft import atomicfile, jsonlines
 
 RECORD_VERSION = 1
 TRACEBACK_LIMIT = 16 * 1024
@@ -123,7 +123,7 @@ class Failure:
 class LogFile:
     """One file of a cycle's application log: the job's only one (``node`` None: every
     launcher appends to it) or one node's (``--applog-per-node``). ``node_rank`` is the
-    launcher's index in the cycle's ``nodes``, the ``.node<K>`` of the file name."""
+    launcher's index in the cycle's ``nodes``, the ``node<K>`` of the file's name and directory."""
 
     path: str
     node: str | None = None
@@ -276,10 +276,11 @@ class WorkerProcess:
 
 @dataclass
 class NodeProcesses:
-    """``processes/cycle<N>/<node>.json``, written by every launcher (spares too) when a
-    cycle's workers start: which processes are this node's part of the job. ``slurm-ft-drill``
-    finds its targets here, never by process name; the start ticks let it refuse a pid that
-    was reused. Each node writes only its own file, so a shared state dir needs no rule."""
+    """One line of ``nodes/<node>/processes.jsonl``, appended by every launcher (spares
+    too) when a cycle's workers start: which processes are this node's part of the job.
+    ``slurm-ft-drill`` finds its targets here, never by process name; the start ticks let it
+    refuse a pid that was reused. Each node writes only its own file, so a shared state dir
+    needs no rule."""
 
     cycle: int
     node: str
@@ -313,6 +314,9 @@ class SnapshotSource(str, Enum):
     NONE = "none"  # nothing: the trainer started from its own checkpoint, or from scratch
 
 
+_SOURCES = {s.value: s for s in SnapshotSource}
+
+
 @dataclass(frozen=True)
 class RankResume:
     """One rank's resumption in one cycle: its source and the step it resumed at (None: no snapshot)."""
@@ -327,18 +331,26 @@ class RankResume:
     @classmethod
     def from_json(cls, doc: JsonDict) -> RankResume:
         """ValueError when ``doc`` is not one (records are read defensively)."""
-        rank, step = doc.get("rank"), doc.get("step")
-        if not isinstance(rank, int) or isinstance(rank, bool):
+        rank, source, step = cls.fields_of(doc)
+        return cls(rank, _SOURCES[source], step)
+
+    @staticmethod
+    def fields_of(doc: JsonDict) -> tuple[int, str, int | None]:
+        """(rank, source, step), checked, without making one (ValueError when not one)."""
+        rank, step, source = doc.get("rank"), doc.get("step"), doc.get("source")
+        if type(rank) is not int:  # not a bool either
             raise ValueError(f"rank resume without a rank: {doc!r}")
-        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+        if step is not None and type(step) is not int:
             raise ValueError(f"rank resume with a bad step: {doc!r}")
-        return cls(rank, SnapshotSource(doc.get("source")), step)
+        if not isinstance(source, str) or source not in _SOURCES:
+            raise ValueError(f"rank resume with a bad source: {doc!r}")
+        return rank, source, step
 
 
 @dataclass
 class NodeSnapshots:
-    """``snapshots/cycle<N>/<node>.json``, written by every launcher that ran workers in cycle
-    N: where each of its ranks resumed from (what the workers' restore said; a rank that
+    """One line of ``nodes/<node>/snapshots.jsonl``, appended by every launcher that ran
+    workers in cycle N: where each of its ranks resumed from (what the workers' restore said; a rank that
     never asked resumed from nothing) and the newest snapshot the node held when the cycle
     ended. Each node writes only its own file: a node's memory is its own."""
 
@@ -439,13 +451,12 @@ def append_reading(
     """One line, appended whole (``O_APPEND``, one write): a reader sees complete lines, and
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
     appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
-    line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    (add or atomicfile.append_line)(path, line)
+    (add or atomicfile.append_line)(path, jsonlines.line(reading.to_json()))
 
 
 def write(
     path: Path,
-    record: CycleRecord | OutcomeRecord | NodeProcesses | DrillRecord | NodeSnapshots | SnapshotsPersisted,
+    record: CycleRecord | OutcomeRecord | DrillRecord | SnapshotsPersisted,
 ) -> None:
     atomicfile.write_json(path, record.to_json())
 

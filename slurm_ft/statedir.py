@@ -17,6 +17,8 @@ from slurm_ft.slurm import SlurmJob
 
 STATE_DIR_NAME = ".slurm_ft"
 CYCLE_RECORD_STEM = "cycle"
+NODE_PROCESSES = "processes.jsonl"  # in each node's own directory
+NODE_SNAPSHOTS = "snapshots.jsonl"
 
 
 @dataclass(frozen=True)
@@ -76,21 +78,28 @@ class StateDir:
         return self.unhealthy_dir / f"{node_name}.json"
 
     @property
-    def processes_dir(self) -> Path:
-        return self.path / "processes"
+    def nodes_dir(self) -> Path:
+        return self.path / "nodes"
 
-    def node_processes(self, cycle: int, node_name: str) -> Path:
-        """The launcher's and workers' pids of one node in one cycle (``records.NodeProcesses``)."""
-        return self.processes_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
+    def node_dir(self, node_name: str) -> Path:
+        """One node's own files, made once by its launcher and written only by it and its
+        workers: nothing a cycle adds lands in a directory that every node writes into,
+        which a shared file system's directory lock would serialise (#45)."""
+        return self.nodes_dir / node_name
+
+    def node_processes(self, node_name: str) -> Path:
+        """The launcher's and workers' pids of one node, one JSON line per cycle
+        (``records.NodeProcesses``), appended."""
+        return self.node_dir(node_name) / NODE_PROCESSES
 
     @property
     def snapshots_dir(self) -> Path:
         return self.path / "snapshots"
 
-    def node_snapshots(self, cycle: int, node_name: str) -> Path:
-        """Where each of one node's ranks resumed from in one cycle, and its newest snapshot
-        at the cycle's end (``records.NodeSnapshots``)."""
-        return self.snapshots_dir / f"{CYCLE_RECORD_STEM}{cycle}" / f"{node_name}.json"
+    def node_snapshots(self, node_name: str) -> Path:
+        """Where each of one node's ranks resumed from, and its newest snapshot at the
+        cycle's end, one JSON line per cycle (``records.NodeSnapshots``), appended."""
+        return self.node_dir(node_name) / NODE_SNAPSHOTS
 
     def snapshots_persisted(self, attempt: int, node_name: str) -> Path:
         """What one node's launcher persisted on its way out of ``attempt``
@@ -123,17 +132,35 @@ class StateDir:
         JSON lines; ``launch.snapshots.readings``)."""
         return self.path / "progress" / "snapshot-readings.jsonl"
 
-    @property
-    def error_files_dir(self) -> Path:
-        return self.path / "errors"
+    def error_file(self, node_name: str, cycle: int, rank: int) -> Path:
+        """TORCHELASTIC_ERROR_FILE of one worker in one cycle, in its node's directory."""
+        return self.node_dir(node_name) / f"cycle{cycle}-rank{rank}.error.json"
 
-    def error_file(self, cycle: int, rank: int) -> Path:
-        """TORCHELASTIC_ERROR_FILE of one worker in one cycle."""
-        return self.error_files_dir / f"cycle{cycle}" / f"rank{rank}.json"
-
-    def stacks_file(self, cycle: int, rank: int) -> Path:
+    def stacks_file(self, node_name: str, cycle: int, rank: int) -> Path:
         """Every thread's Python stack of one worker, kept when a hang stopped its cycle."""
-        return self.error_files_dir / f"cycle{cycle}" / f"stacks-rank{rank}.txt"
+        return self.node_dir(node_name) / f"cycle{cycle}-rank{rank}.stacks.txt"
+
+    def flight_recorder_prefix(self, node_name: str, cycle: int) -> Path:
+        """The NCCL flight recorder's dump prefix (torch appends the rank)."""
+        return self.node_dir(node_name) / f"cycle{cycle}-nccl_trace_rank_"
+
+    # The layout before #45 (a directory per cycle that every node wrote into), still read
+    # where a job's history is shown (the report, the logs, the drill): a job requeued
+    # across an upgrade of slurm-ft keeps its state dir and its earlier cycles.
+
+    def legacy_processes_dir(self, cycle: int) -> Path:
+        return self.path / "processes" / f"{CYCLE_RECORD_STEM}{cycle}"
+
+    @property
+    def legacy_snapshots_glob(self) -> str:
+        """Under :attr:`snapshots_dir`: ``cycle<N>/<node>.json``."""
+        return f"{CYCLE_RECORD_STEM}*/*.json"
+
+    def legacy_error_file(self, cycle: int, rank: int) -> Path:
+        return self.path / "errors" / f"{CYCLE_RECORD_STEM}{cycle}" / f"rank{rank}.json"
+
+    def legacy_stacks_file(self, cycle: int, rank: int) -> Path:
+        return self.path / "errors" / f"{CYCLE_RECORD_STEM}{cycle}" / f"stacks-rank{rank}.txt"
 
 
 def resolve(job: SlurmJob, configured: str | None, cwd: str | os.PathLike[str]) -> StateDir:

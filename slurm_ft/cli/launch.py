@@ -88,7 +88,7 @@ def _main(args: list[str], env: Mapping[str, str]) -> int:
         dryrun.write(cfg, sys.stdout, secret_in_env=bool(env.get(SECRET_ENV)))
         sys.stdout.flush()
         return 0
-    _check_state_dir(cfg.state.path)
+    _check_state_dir(cfg.state.path, cfg.state.node_dir(cfg.job.node_name))
     if cfg.job.standalone:
         note = _shared_standalone_note(cfg.state)
         if note:
@@ -257,11 +257,13 @@ def _persist_dir(settings: config.Settings, cwd: str) -> config.Settings:
     return config.apply(settings, {"launch.snapshot_persist_dir": str(Path(cwd, where))})
 
 
-def _check_state_dir(path: Path) -> None:
-    """Writable, or exit 2 now: finding out after a training cycle would lose it."""
+def _check_state_dir(path: Path, own: Path) -> None:
+    """Writable, or exit 2 now: finding out after a training cycle would lose it. The
+    probe goes into the node's own directory (made here, once), not the state dir's top,
+    which would take a create and an unlink from every node at every start (#45)."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = privatefiles.create_file(path, ".probe.")
+        own.mkdir(parents=True, exist_ok=True)
+        fd, probe = privatefiles.create_file(own, ".probe.")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

@@ -129,7 +129,8 @@ MEANING: dict[str, str] = {
         "logs](../guides/cycle-logs.md)); must be absolute"
     ),
     "--applog-per-node": (
-        "one file per node and cycle (`job_cycle<N>.node<K>.log`), for file systems without atomic append"
+        "one file per node and cycle (`job_node<K>/job_cycle<N>.node<K>.log`, a directory per "
+        "node), for file systems without atomic append"
     ),
     "--tee": (
         "one option, two uses: `--tee` alone echoes every worker line (rank-prefixed, as in the "

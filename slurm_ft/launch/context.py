@@ -77,6 +77,7 @@ class AgentConfig:
             python=self.entry.kind != "command",
             state=self.state,
             run_dir=run_dir,
+            node_name=self.job.node_name,
             placement=self.placement,
             torch_version=self.torch_version,
             snapshots=self.snapshots,

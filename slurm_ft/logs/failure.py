@@ -3,7 +3,8 @@
 What someone needs at 3 a.m.: which rank on which node failed and how (the cycle
 record's ``first_failure``), that rank's last lines before it, its traceback (the
 torchelastic error file's, kept in the record, else the last one the rank printed), for a
-hang the stacks the launcher kept before it stopped the workers (``StateDir.stacks_file``;
+hang the stacks the launcher kept before it stopped the workers (``StateDir.stacks_file``,
+in the rank's node's directory;
 ranks with the same stack are shown once, with their rank set), and where the full files
 are. Built here as data; the front end prints it as text, a table or JSON.
 """
@@ -123,7 +124,7 @@ def _stack_groups(logs: CycleLogs, ranks: list[int]) -> tuple[list[StackGroup], 
     missing = []
     for r in ranks:
         try:
-            text = logs.state.stacks_file(logs.cycle, r).read_text(errors="replace").strip()
+            text = _stacks_file(logs, r).read_text(errors="replace").strip()
         except OSError:
             missing.append(r)
             continue
@@ -154,7 +155,10 @@ def explain(logs: CycleLogs, failed_cycles: list[int], keep: int = 20) -> Failur
             view.traceback, view.traceback_source = failure.traceback, "error file"
         elif traceback:
             view.traceback, view.traceback_source = traceback.decode(errors="replace"), "log"
-        err = logs.state.error_file(rec.cycle, failure.rank)
+        err = _kept(
+            logs.state.error_file(failure.node, rec.cycle, failure.rank),
+            logs.state.legacy_error_file(rec.cycle, failure.rank),
+        )
         if _size(err) is not None:
             view.files.append((str(err), _size(err)))
     elif failure.kind is not FailureKind.HANG and logs.ranks_of(failure.node):
@@ -164,9 +168,22 @@ def explain(logs: CycleLogs, failed_cycles: list[int], keep: int = 20) -> Failur
         hung = failure.hung_ranks or list(range(logs.world_size))
         view.stacks, view.stacks_missing = _stack_groups(logs, hung)
         for group in view.stacks[:MAX_STACK_GROUPS]:
-            path = logs.state.stacks_file(rec.cycle, group.ranks[0])
+            path = _stacks_file(logs, group.ranks[0])
             view.files.append((str(path), _size(path)))
     return view
+
+
+def _stacks_file(logs: CycleLogs, rank: int) -> Path:
+    node = logs.node_of(rank) or ""
+    return _kept(
+        logs.state.stacks_file(node, logs.cycle, rank), logs.state.legacy_stacks_file(logs.cycle, rank)
+    )
+
+
+def _kept(path: Path, legacy: Path) -> Path:
+    """``path``, or where the layout before #45 kept the file when only that one exists (a
+    job requeued across an upgrade keeps its earlier cycles)."""
+    return legacy if _size(path) is None and _size(legacy) is not None else path
 
 
 def _per_node(logs: CycleLogs) -> bool:

@@ -16,14 +16,15 @@ from slurm_ft.report.causes import repeat_nodes, top_causes
 from slurm_ft.report.cycles import attempt_views, cycle_views, progress_known
 from slurm_ft.report.faults import fault_views
 from slurm_ft.report.load import StateFiles
-from slurm_ft.report.snapshots import resumed_steps, snapshot_floors, with_snapshot_split
+from slurm_ft.report.snapshots import resumed_steps, resumes_by_cycle, snapshot_floors, with_snapshot_split
 from slurm_ft.report.timesplit import totals_of, with_splits
 from slurm_ft.report.views import Report
 
 
 def analyse(files: StateFiles) -> Report:
     cycles, keys = cycle_views(files)
-    resumed = resumed_steps(files.snapshots)
+    resumes = resumes_by_cycle(files.snapshots)
+    resumed = resumed_steps(resumes)
     floors = snapshot_floors(files.snapshots, cycles)
     cycles = [
         dataclasses.replace(c, resumed_step=resumed.get(c.cycle), snapshot_floor=floors.get(c.cycle))
@@ -68,4 +69,4 @@ def analyse(files: StateFiles) -> Report:
         notes=tuple(notes),
         faults=tuple(fault_views(files.drills, cycles)),
     )
-    return with_snapshot_split(report, files.snapshots, pace)
+    return with_snapshot_split(report, files.snapshots, resumes, pace)

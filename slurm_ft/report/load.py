@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_ft import progress
+from slurm_ft import jsonlines, progress
 from slurm_ft.readinglines import reading_from_line
 from slurm_ft.records import (
     SNAPSHOT_MARK,
@@ -27,7 +27,7 @@ from slurm_ft.records import (
     ProgressReading,
     RankResume,
 )
-from slurm_ft.statedir import StateDir
+from slurm_ft.statedir import NODE_SNAPSHOTS, StateDir
 
 _CYCLE_NAME = re.compile(r"cycle(\d+)\.json")
 _NUMBER = (int, float)
@@ -165,7 +165,7 @@ def snapshots_from_json(doc: dict[str, Any]) -> NodeSnapshots:
     try:
         rec = NodeSnapshots.from_json(doc)
         for r in resumed:
-            RankResume.from_json(r)
+            RankResume.fields_of(r)
     except (TypeError, ValueError) as exc:
         raise _Bad(str(exc)) from None
     return rec
@@ -262,17 +262,43 @@ def _load_accounting(state: StateDir, out: StateFiles) -> None:
             bad.append(Unreadable(str(path), str(exc)))
     out.drills.sort(key=lambda d: d.time)
 
-    for path in _files(state.snapshots_dir, "cycle*/*.json", bad):
-        try:
-            out.snapshots.append(snapshots_from_json(_read_doc(path)))
-        except _Bad as exc:
-            bad.append(Unreadable(str(path), str(exc)))
-    out.snapshots.sort(key=lambda s: (s.cycle, s.node))
+    out.snapshots = _snapshots(state, bad)
 
     out.readings = _readings(state.progress_readings, bad)
     out.snapshot_readings = [
         dataclasses.replace(r, mark=SNAPSHOT_MARK) for r in _readings(state.snapshot_readings, bad)
     ]
+
+
+def _snapshots(state: StateDir, bad: list[Unreadable]) -> list[NodeSnapshots]:
+    """Each node's file (a line per cycle: one file per node, whatever the cycles), then
+    the records of the layout before #45 (a file per node and cycle), for a job requeued
+    across an upgrade; a node's last record of a cycle wins."""
+    found: dict[tuple[int, str], NodeSnapshots] = {}
+    for path in _files(state.nodes_dir, f"*/{NODE_SNAPSHOTS}", bad):
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            bad.append(Unreadable(str(path), f"cannot read: {exc.strerror or exc}"))
+            continue
+        docs, torn = jsonlines.parse(raw)
+        if torn:
+            bad.append(Unreadable(str(path), f"{torn} line(s) are not records: skipped"))
+        for doc in docs:
+            try:
+                rec = snapshots_from_json(doc)
+            except _Bad as exc:
+                bad.append(Unreadable(str(path), f"cycle {doc.get('cycle')!r}: {exc}"))
+                continue
+            found[(rec.cycle, rec.node)] = rec
+    for path in _files(state.snapshots_dir, state.legacy_snapshots_glob, bad):
+        try:
+            rec = snapshots_from_json(_read_doc(path))
+        except _Bad as exc:
+            bad.append(Unreadable(str(path), str(exc)))
+            continue
+        found.setdefault((rec.cycle, rec.node), rec)
+    return [found[key] for key in sorted(found)]
 
 
 def _readings(path: Path, bad: list[Unreadable]) -> list[ProgressReading]:

@@ -7,51 +7,78 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 from slurm_ft.records import NodeSnapshots, RankResume, SnapshotSource
 from slurm_ft.report.views import CycleView, Report, SnapshotRestore
 
+_NONE = SnapshotSource.NONE.value
 
-def snapshot_restores(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> list[SnapshotRestore]:
+
+@dataclass
+class CycleResumes:
+    """One cycle's ranks summed up as the report needs them, with no object per rank (a
+    job of 4,096 nodes has 16,384 ranks a cycle)."""
+
+    sources: Counter[str] = field(default_factory=Counter)  # ranks by source
+    ranks: int = 0
+    resumed: int = 0  # ranks with a snapshot source and a step
+    min_step: int | None = None  # the lowest of those steps
+
+    def add(self, source: str, step: int | None) -> None:
+        self.ranks += 1
+        self.sources[source] += 1
+        if source != _NONE and step is not None:
+            self.resumed += 1
+            self.min_step = step if self.min_step is None else min(self.min_step, step)
+
+
+Resumes = dict[int, CycleResumes]
+
+
+def resumes_by_cycle(snaps: list[NodeSnapshots]) -> Resumes:
+    """Each cycle's ranks, read once. A record whose resumes cannot be read counts as one
+    rank that resumed from nothing."""
+    out: Resumes = {}
+    for rec in snaps:
+        into = out.setdefault(rec.cycle, CycleResumes())
+        try:
+            ranks = [RankResume.fields_of(r)[1:] for r in rec.resumed]
+        except (TypeError, ValueError, AttributeError):
+            ranks = [(_NONE, None)]
+        for source, step in ranks:
+            into.add(source, step)
+    return out
+
+
+def snapshot_restores(resumes: Resumes, cycles: list[CycleView]) -> list[SnapshotRestore]:
     """Every cycle in which some rank resumed from a snapshot, with its sources. A node
     writes where its ranks resumed from at the cycle's end: a node lost in the cycle
     writes nothing, and its ranks are counted as ``not recorded`` (of the cycle's world
     size), never left out as if there were none."""
     starts = {c.cycle: c.start for c in cycles}
     sizes = {c.cycle: c.world_size for c in cycles}
-    by_cycle: dict[int, list[RankResume]] = defaultdict(list)
-    for rec in snaps:
-        by_cycle[rec.cycle].extend(RankResume.from_json(r) for r in rec.resumed)
     out = []
-    for cycle, ranks in sorted(by_cycle.items()):
-        steps = [r.step for r in ranks if r.source is not SnapshotSource.NONE and r.step is not None]
-        if not steps or cycle not in starts:
+    for cycle, ranks in sorted(resumes.items()):
+        if ranks.min_step is None or cycle not in starts:
             continue
-        counts = Counter(r.source.value for r in ranks)
-        sources = tuple(f"{source} x{n}" for source, n in sorted(counts.items()))
-        missing = (sizes.get(cycle) or 0) - len(ranks)
+        sources = tuple(f"{source} x{n}" for source, n in sorted(ranks.sources.items()))
+        missing = (sizes.get(cycle) or 0) - ranks.ranks
         if missing > 0:
             sources = (*sources, f"not recorded x{missing}")
-        out.append(SnapshotRestore(cycle, starts[cycle], sources, min(steps)))
+        out.append(SnapshotRestore(cycle, starts[cycle], sources, ranks.min_step))
     return out
 
 
-def resumed_steps(snaps: list[NodeSnapshots]) -> dict[int, int]:
+def resumed_steps(resumes: Resumes) -> dict[int, int]:
     """Each cycle in which every rank resumed from a snapshot, and the step: the work up to
     it was kept. A cycle with a rank that resumed from nothing (its trainer's checkpoint)
     is not in it, nor is a record that cannot be read."""
-    ranks: dict[int, list[RankResume]] = defaultdict(list)
-    for rec in snaps:
-        try:
-            ranks[rec.cycle].extend(RankResume.from_json(r) for r in rec.resumed)
-        except (TypeError, ValueError, AttributeError):
-            ranks[rec.cycle].append(RankResume(-1, SnapshotSource.NONE))
-    out = {}
-    for cycle, resumes in ranks.items():
-        steps = [r.step for r in resumes if r.source is not SnapshotSource.NONE]
-        if resumes and len(steps) == len(resumes) and all(step is not None for step in steps):
-            out[cycle] = min(step for step in steps if step is not None)
-    return out
+    return {
+        cycle: ranks.min_step
+        for cycle, ranks in resumes.items()
+        if ranks.ranks and ranks.resumed == ranks.ranks and ranks.min_step is not None
+    }
 
 
 def snapshot_floors(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> dict[int, int]:
@@ -90,12 +117,14 @@ def lost_since_snapshot(lost_s: float, kept_step: int | None, held: int | None, 
     return max(0.0, lost_s - (held - kept_step) * pace)
 
 
-def with_snapshot_split(report: Report, snaps: list[NodeSnapshots], pace: float | None) -> Report:
+def with_snapshot_split(
+    report: Report, snaps: list[NodeSnapshots], resumes: Resumes, pace: float | None
+) -> Report:
     """The lost work split at the snapshots, and the restores for the timeline (the kept
     work itself is in the cycles' splits: :func:`split_cycle`)."""
     if not snaps:
         return report
-    restores = snapshot_restores(snaps, list(report.cycles))
+    restores = snapshot_restores(resumes, list(report.cycles))
     held = held_steps(snaps)
     total = 0.0
     for c in report.cycles:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurm_ft import records
+from slurm_ft.drill import targets
 from slurm_ft.statedir import StateDir
 from tests.integration.launch_cluster import clean_env
 from tests.support import procs
@@ -41,9 +42,8 @@ class Run:
         return self.state.recorded_cycles()
 
     def processes_of(self, cycle: int) -> records.NodeProcesses | None:
-        paths = list(self.state.node_processes(cycle, "x").parent.glob("*.json"))
-        doc = records.read_json(paths[0]) if paths else None
-        return records.NodeProcesses.from_json(doc) if doc else None
+        found = targets.recorded_processes(self.state, cycle)
+        return next(iter(found.values()), None)
 
     def log(self) -> str:
         return (self.tmp / "launch.err").read_text(errors="replace")

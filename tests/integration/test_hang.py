@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.launch_cluster import SimJob
+from tests.support import nodefiles
 
 HANG_WORKER = Path(__file__).with_name("hang_worker.py")
 BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--monitor-interval", "0.05"]
@@ -43,7 +44,7 @@ def test_a_silent_job_is_found_its_stacks_kept_and_the_next_cycle_succeeds(tmp_p
     assert f["detail"].startswith("no worker of the job wrote anything for ")
     assert job.cycle_record(1)["outcome"] == "succeeded"
     for rank in range(4):  # every worker on every node, stacks kept before the kill
-        stacks = (job.state / "errors" / "cycle0" / f"stacks-rank{rank}.txt").read_text()
+        stacks = nodefiles.stacks_file(job.state, f"node{rank // 2}", 0, rank).read_text()
         assert "in main" in stacks and "hang_worker.py" in stacks
     log = cycle_log(tmp_path, 0)
     assert "0! stacks at hang (hang, detector silence):" in log
@@ -133,8 +134,8 @@ def test_gloo_rank_missing_from_an_all_reduce_is_found(tmp_path, detector, flags
     assert (f["kind"], f["detector"]) == ("hang", detector)
     if detector == "heartbeat":
         assert f["hung_ranks"] == [0, 1, 2]
-    stacks = (job.state / "errors" / "cycle0" / "stacks-rank1.txt").read_text()
+    stacks = nodefiles.stacks_file(job.state, "node0", 0, 1).read_text()
     assert "time.sleep" in stacks or "hang_gloo.py" in stacks
-    assert "all_reduce" in (job.state / "errors" / "cycle0" / "stacks-rank0.txt").read_text()
+    assert "all_reduce" in nodefiles.stacks_file(job.state, "node0", 0, 0).read_text()
     assert "rank 1 all-reduce gave 3" in cycle_log(tmp_path, 1)
     job.assert_no_orphans()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.launch_cluster import SimJob
+from tests.support import nodefiles
 
 WORKER = Path(__file__).with_name("rhythm_worker.py")
 BASE = ["--nproc-per-node", "2", "--health-checks", "none", "--monitor-interval", "0.05"]
@@ -50,7 +51,7 @@ def test_a_hang_is_found_at_the_learned_timeout_far_below_the_fixed_one(tmp_path
     # that long is no hang in the next cycle: 7 x it, not 7 x the 0.2 s rhythm.
     assert gap is not None and abs(gap - silent_for) <= 2.5, (ledger["cycles"][0], silent_for)
     for rank in range(4):  # the stacks are kept as for any hang
-        assert (job.state / "errors" / "cycle0" / f"stacks-rank{rank}.txt").exists()
+        assert nodefiles.stacks_file(job.state, f"node{rank // 2}", 0, rank).exists()
 
 
 @pytest.mark.timeout(150)

@@ -14,7 +14,7 @@ import pytest
 
 from slurm_ft.launch import hang
 from tests.integration.launch_cluster import SimJob
-from tests.support import procs
+from tests.support import nodefiles, procs
 from tests.support.waiting import wait_until
 
 WORKER = Path(__file__).with_name("rhythm_worker.py")
@@ -58,9 +58,8 @@ def test_a_sigstopped_rank_is_not_waited_for_when_the_stacks_are_kept(tmp_path):
     # Found, stacks kept, workers stopped (the stopped one by SIGKILL after the 2 s stop
     # timeout): far less than the 30 s a wait for its stacks would have taken.
     assert record["end_time"] - failure["time"] < STACK_WAIT / 3, (record["end_time"], failure["time"])
-    stacks = job.state / "errors" / "cycle0"
-    stopped = (stacks / "stacks-rank1.txt").read_text()
+    stopped = nodefiles.stacks_file(job.state, "node0", 0, 1).read_text()
     assert f"pid {pid} is stopped (process state T" in stopped, stopped
-    answered = (stacks / "stacks-rank0.txt").read_text()
+    answered = nodefiles.stacks_file(job.state, "node0", 0, 0).read_text()
     assert "rhythm_worker.py" in answered, answered
     assert "no stack from rank" not in job.node(0).err()

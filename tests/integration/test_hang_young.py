@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.launch_cluster import SimJob
+from tests.support import nodefiles
 
 WORKER = Path(__file__).with_name("rhythm_worker.py")
 BASE = [
@@ -77,7 +78,7 @@ def test_a_hang_15_s_into_the_second_cycle_is_found_within_the_goal(tmp_path):
     err = job.node(0).err()
     assert "warm-up over: ended at 20.0s = max(20s, 7 x the job's start-up " in err, err
     for rank in range(4):  # the stacks are kept as for any hang
-        assert (job.state / "errors" / "cycle1" / f"stacks-rank{rank}.txt").exists()
+        assert nodefiles.stacks_file(job.state, f"node{rank // 2}", 1, rank).exists()
     assert job.cycle_record(2)["outcome"] == "succeeded"
 
 
@@ -109,7 +110,7 @@ def test_a_rank_stopped_while_its_peers_wait_is_found_in_the_first_cycle(tmp_pat
     assert "stopped-rank rule: rank(s) 3 " in f["detail"], f["detail"]
     assert f["hung_ranks"] == [3], f
     assert silent_for(f["detail"]) < GOAL_S, f["detail"]
-    stacks = (job.state / "errors" / "cycle0" / "stacks-rank3.txt").read_text()
+    stacks = nodefiles.stacks_file(job.state, "node1", 0, 3).read_text()
     assert "is stopped (process state T" in stacks, stacks
     assert ledger(job)[0]["silence_gap"] is None or ledger(job)[0]["silence_gap"] < 5, ledger(job)[0]
     assert job.cycle_record(1)["outcome"] == "succeeded"

@@ -41,7 +41,8 @@ def test_success_two_nodes_torchrun_environment(tmp_path):
             assert env["OMP_NUM_THREADS"] == "1"
             assert env["SLURM_FT_CYCLE"] == "0"
             assert env["SLURM_FT_CYCLE_INFO"] == str(job.state / "cycles" / "cycle0.json")
-            assert env["TORCHELASTIC_ERROR_FILE"] == str(job.state / "errors" / "cycle0" / f"rank{rank}.json")
+            own = job.state / "nodes" / f"node{env['GROUP_RANK']}"  # each node's own directory
+            assert env["TORCHELASTIC_ERROR_FILE"] == str(own / f"cycle0-rank{rank}.error.json")
         assert len({s["env"]["MASTER_PORT"] for s in starts}) == 1
         rec = job.cycle_record(0)
         assert rec["outcome"] == "succeeded"

@@ -146,7 +146,7 @@ def test_dry_run_prints_commands_and_environment_without_torch_or_ports(tmp_path
         "  TORCHELASTIC_RESTART_COUNT=0",
         "  TORCHELASTIC_MAX_RESTARTS=3",
         "  TORCHELASTIC_RUN_ID=99-a0",
-        f"  TORCHELASTIC_ERROR_FILE={tmp_path / 's' / 'errors' / 'cycle0' / 'rank3.json'}",
+        f"  TORCHELASTIC_ERROR_FILE={tmp_path / 's' / 'nodes' / 'node1' / 'cycle0-rank3.error.json'}",
         "  OMP_NUM_THREADS=1",
     ):
         assert line in out.splitlines(), line
@@ -169,4 +169,4 @@ def test_dry_run_shows_the_state_dirs_next_cycle(tmp_path):
     lines = p.stdout.splitlines()
     assert "  SLURM_FT_CYCLE=7" in lines
     assert f"  SLURM_FT_CYCLE_INFO={state / 'cycles' / 'cycle7.json'}" in lines
-    assert f"  TORCHELASTIC_ERROR_FILE={state / 'errors' / 'cycle7' / 'rank1.json'}" in lines
+    assert f"  TORCHELASTIC_ERROR_FILE={state / 'nodes' / 'node1' / 'cycle7-rank1.error.json'}" in lines

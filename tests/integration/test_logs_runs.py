@@ -62,9 +62,10 @@ def test_the_records_name_the_cycle_files(crash_once, two_nodes):
         {"path": str(crash_once.tmp / "logs" / "job_cycle0.log"), "node": None, "node_rank": None}
     ]
     per_node = two_nodes.cycle_record(0)["log_files"]
-    assert [(Path(f["path"]).name, f["node_rank"]) for f in per_node] == [
-        ("job_cycle0.node0.log", 0),
-        ("job_cycle0.node1.log", 1),
+    logs = two_nodes.tmp / "logs"  # each node's files in a directory of its own (#45)
+    assert [(f["path"], f["node_rank"]) for f in per_node] == [
+        (str(logs / "job_node0" / "job_cycle0.node0.log"), 0),
+        (str(logs / "job_node1" / "job_cycle0.node1.log"), 1),
     ]
 
 
@@ -121,9 +122,8 @@ def test_two_nodes_per_node_files_merge_into_one_stream(two_nodes):
     res = logs(two_nodes, "--json")
     assert res.returncode == 0, res.stderr
     lines = [json.loads(x) for x in res.stdout.splitlines()]
-    on_disk = sum(
-        len(p.read_text().splitlines()) for p in (two_nodes.tmp / "logs").glob("job_cycle0.node*.log")
-    )
+    files = (two_nodes.tmp / "logs").glob("job_node*/job_cycle0.node*.log")
+    on_disk = sum(len(p.read_text().splitlines()) for p in files)
     assert len(lines) == on_disk == 4 * (2 * 50 + 1)
     nodes = {x["rank"]: x["node"] for x in lines}
     assert nodes[0] == nodes[1] != nodes[2] == nodes[3]

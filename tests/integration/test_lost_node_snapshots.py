@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.launch_cluster import SimJob
+from tests.support import nodefiles
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.torch
@@ -34,7 +35,7 @@ def events(tmp: Path, rank: int) -> list[dict]:
 
 
 def node_pids(job: SimJob, node: int) -> list[int]:
-    doc = json.loads((job.state / "processes" / "cycle0" / f"node{node}.json").read_text())
+    doc = nodefiles.processes(job.state, f"node{node}", 0)
     return [doc["launcher_pid"], *(w["pid"] for w in doc["workers"])]
 
 

@@ -5,7 +5,6 @@ spare, and training finishes without a requeue."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.launch_cluster import SimJob
-from tests.support import procs
+from tests.support import nodefiles, procs
 from tests.support.waiting import wait_until
 
 WORKER = Path(__file__).with_name("succession_worker.py")
@@ -45,7 +44,7 @@ def wait_cycle(job: SimJob, cycle: int, world: int = 3) -> list[dict]:
 
 
 def node0_pids(job: SimJob) -> list[int]:
-    doc = json.loads((job.state / "processes" / "cycle0" / "node0.json").read_text())
+    doc = nodefiles.processes(job.state, "node0", 0)
     return [doc["launcher_pid"], *(w["pid"] for w in doc["workers"])]
 
 
@@ -55,7 +54,7 @@ def test_sigkill_of_node0_launcher_and_workers_moves_the_store_and_finishes_on_t
     try:
         first = wait_cycle(job, 0)
         assert {s["master_addr"] for s in first} == {"127.0.1.1"}
-        wait_until(lambda: (job.state / "processes" / "cycle0" / "node0.json").exists(), 10)
+        wait_until(lambda: nodefiles.has_processes(job.state, "node0", 0), 10)
         pids = node0_pids(job)
         for pid in pids:  # the node dies: its launcher and its workers in the same moment
             os.kill(pid, signal.SIGKILL)
@@ -85,7 +84,7 @@ def test_a_frozen_node0_launcher_is_fenced_and_the_job_goes_on(tmp_path):
     job = job_of(tmp_path, "--writes").start()
     try:
         wait_cycle(job, 0)
-        wait_until(lambda: (job.state / "processes" / "cycle0" / "node0.json").exists(), 10)
+        wait_until(lambda: nodefiles.has_processes(job.state, "node0", 0), 10)
         launcher, *workers = node0_pids(job)
         os.kill(launcher, signal.SIGSTOP)  # its workers run on: rank 0 keeps writing
         second = wait_cycle(job, 1)

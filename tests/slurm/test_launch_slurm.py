@@ -130,7 +130,8 @@ def test_a_hung_job_is_found_its_stacks_kept_and_restarted_under_srun(slurm_clus
         "hang",
         "silence",
     )
-    assert "deadlocked_function" in (state / "errors" / "cycle0" / "stacks-rank1.txt").read_text()
+    (stacks,) = state.glob("nodes/*/cycle0-rank1.stacks.txt")  # in the node's own directory
+    assert "deadlocked_function" in stacks.read_text()
     log = (work / "logs" / "train_cycle0.log").read_text()
     assert any(line.startswith("1! ") and "deadlocked_function" in line for line in log.splitlines())
     assert "1: rank 1 done" in (work / "logs" / "train_cycle1.log").read_text()

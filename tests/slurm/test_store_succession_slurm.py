@@ -5,7 +5,6 @@ the spare (node4), and the job completes without a requeue."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -17,6 +16,7 @@ import pytest
 from tests.slurm.conftest import LOCAL_DIR, Job, LocalCluster
 from tests.slurm.test_spares_e2e import WAITER, cycle_record, launcher_pid, outcome_of
 from tests.slurm.test_templates_e2e import batch_output, cycle_logs, knobs, prepare, state_dir
+from tests.support import nodefiles
 from tests.support.procs import is_alive
 from tests.support.waiting import wait_until
 
@@ -34,7 +34,7 @@ WRITER = WAITER.replace(
 
 
 def node_processes(work, job_id: str, cycle: int, node: str) -> dict:
-    return json.loads((state_dir(work, job_id) / "processes" / f"cycle{cycle}" / f"{node}.json").read_text())
+    return nodefiles.processes(state_dir(work, job_id), node, cycle)
 
 
 def logs_of(work) -> str:

@@ -14,9 +14,9 @@ from slurm_ft.launch.output.applog import cycle_log_path
     ("prefix", "cycle", "node", "expected"),
     [
         ("/abs/job.log", 3, None, "/abs/job_cycle3.log"),
-        ("/abs/job.log", 3, 1, "/abs/job_cycle3.node1.log"),
+        ("/abs/job.log", 3, 1, "/abs/job_node1/job_cycle3.node1.log"),
         ("/abs/job", 3, None, "/abs/job_cycle3"),
-        ("/abs/job", 0, 12, "/abs/job_cycle0.node12"),
+        ("/abs/job", 0, 12, "/abs/job_node12/job_cycle0.node12"),
         ("/abs/dir/run.2.txt", 17, None, "/abs/dir/run.2_cycle17.txt"),
         ("/abs/.hidden", 1, None, "/abs/.hidden_cycle1"),
     ],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft import procident, records
+from slurm_ft import jsonlines, procident, records
 from slurm_ft.drill import send, targets
 from slurm_ft.drill.faults import Fault
 from slurm_ft.drill.targets import Shot, TargetError
@@ -36,11 +36,11 @@ def write_job(state: StateDir, cycle: int, nodes: dict[str, list[int]], job_id: 
             workers.append(WorkerProcess(rank, local, pid, procident.start_ticks(pid)))
             rank += 1
         launcher = pids[0] if pids else os.getpid()
-        records.write(
-            state.node_processes(cycle, name),
+        jsonlines.add(
+            state.node_processes(name),
             NodeProcesses(
                 cycle, name, k, job_id, "u" * 32, launcher, procident.start_ticks(launcher), 2.0, workers
-            ),
+            ).to_json(),
         )
 
 

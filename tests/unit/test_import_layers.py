@@ -21,6 +21,7 @@ BOTTOM = {
     "settingsyntax",
     "records",
     "readinglines",
+    "jsonlines",
     "exitcodes",
     "statedir",
     "atomicfile",

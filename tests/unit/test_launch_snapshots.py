@@ -161,7 +161,7 @@ def test_lost_work_is_split_at_the_snapshot_the_job_resumed_from():
 
 
 def test_the_timeline_shows_the_cycles_that_resumed_from_snapshots():
-    from slurm_ft.report.snapshots import snapshot_restores
+    from slurm_ft.report.snapshots import resumes_by_cycle, snapshot_restores
     from slurm_ft.report.views import CycleView
 
     def cycle(n: int) -> CycleView:
@@ -178,7 +178,7 @@ def test_the_timeline_shows_the_cycles_that_resumed_from_snapshots():
         node(1, "a", (0, "memory", 40), (1, "memory", 40)),
         node(1, "b", (2, "memory", 41), (3, "none", None)),
     ]
-    restores = snapshot_restores(snaps, [cycle(0), cycle(1)])
+    restores = snapshot_restores(resumes_by_cycle(snaps), [cycle(0), cycle(1)])
     assert [(r.cycle, r.time, r.step, r.sources) for r in restores] == [
         (1, 100.0, 40, ("memory x3", "none x1"))
     ]

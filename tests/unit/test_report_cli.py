@@ -79,7 +79,9 @@ def test_json_needs_neither_torch_nor_rich(state):
 
 
 def _processes(state: Path) -> None:
+    from slurm_ft import jsonlines
     from slurm_ft.records import NodeProcesses, WorkerProcess
+    from slurm_ft.statedir import StateDir
 
     for k, pids in enumerate(((501, 502), (601, 602))):
         rec = NodeProcesses(
@@ -93,9 +95,7 @@ def _processes(state: Path) -> None:
             time=0.0,
             workers=[WorkerProcess(2 * k + i, i, pid, 9) for i, pid in enumerate(pids)],
         )
-        path = state / "processes" / "cycle0" / f"node{k}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(rec.to_json()))
+        jsonlines.add(StateDir(state).node_processes(f"node{k}"), rec.to_json())
 
 
 def test_processes_lists_each_ranks_worker_pid(capsys, monkeypatch, state):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_ft import records
+from slurm_ft import jsonlines, records
 from slurm_ft.progress.ledger import Ledger
 from slurm_ft.records import NodeSnapshots, ProgressReading, RankResume, SnapshotSource
 from slurm_ft.report import load
@@ -172,7 +172,7 @@ def test_the_logs_reader_leaves_out_what_only_the_accounting_reads(tmp_path: Pat
     """slurm-ft-logs reads cycles; at 4,096 nodes each cycle of a job with snapshots has
     4,096 snapshot records, which only the report's accounting needs (#45)."""
     state = StateDir(tmp_path)
-    records.write(state.node_snapshots(0, "node0"), node(0, "node0", 3, (SnapshotSource.MEMORY, 2)))
+    jsonlines.add(state.node_snapshots("node0"), node(0, "node0", 3, (SnapshotSource.MEMORY, 2)).to_json())
     records.append_reading(state.snapshot_readings, snap(6, 1))
     records.append_reading(state.progress_readings, checkpoint(7, 1))
     full = load.load(state)

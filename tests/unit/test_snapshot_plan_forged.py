@@ -7,11 +7,11 @@ fetches the step from a peer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from slurm_ft.launch.rendezvous.localstore import LocalConnection
+from tests.support import nodefiles
 from tests.unit.test_snapshot_plan_reads import NODES, CountingConnection, CountingStore, SnapshotCycle
 
 FORGED = b"sft1:" + b"0" * 64 + b':{"acts": true, "step": 3, "sources": [], "holders": {}, "target": null}'
@@ -51,9 +51,9 @@ def test_a_forged_plan_part_starts_no_worker_on_its_node_and_the_next_cycle_plan
         "snapshots: node 0's plan for this node could not be read (not sealed with this job's secret); "
         "this node's ranks start from the checkpoint and the cycle ends so the next one plans again"
     ) in one
-    cycle0 = json.loads(c.state.node_processes(0, "node1").read_text())
+    cycle0 = nodefiles.processes(c.state, "node1", 0)
     assert cycle0["workers"] == [], cycle0  # no rank of a cycle that cannot know its step
-    assert json.loads(c.state.node_processes(0, "node2").read_text())["workers"]
+    assert nodefiles.processes(c.state, "node2", 0)["workers"]
     assert "snapshots: the cycle resumes at step 5: replicated from node 0's memory" in one, one
     assert "snapshots: replicated of step 5 fetched from node 0 (peer memory)" in one, one
     for k in range(2, NODES):

@@ -122,4 +122,4 @@ def test_workers_that_never_snapshot_cost_no_snapshot_key_or_record(tmp_path: Pa
     for k in range(NODES):  # workers that never touched their area: no service, line or record
         assert "snapshots: serving" not in c.node(k).events()
         assert "newest snapshot here" not in c.node(k).events()
-        assert not c.state.node_snapshots(0, f"node{k}").exists()
+        assert not c.state.node_snapshots(f"node{k}").exists()

@@ -27,6 +27,7 @@ def job(base: dict[str, str] | None = None) -> wenv.JobEnv:
         python=True,
         state=StateDir(Path("/state")),
         run_dir="/dev/shm/slurm-ft-x",
+        node_name="n2",
     )
 
 

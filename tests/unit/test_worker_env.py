@@ -27,6 +27,7 @@ def job(base: dict[str, str] | None = None, **kw: object) -> wenv.JobEnv:
         python=True,
         state=StateDir(Path("/s")),
         run_dir="/dev/shm/slurm-ft-x",
+        node_name="n2",
     )
     args.update(kw)
     return wenv.JobEnv(**args)  # type: ignore[arg-type]
@@ -51,7 +52,7 @@ def test_a_python_worker_gets_torchruns_variables_the_cycle_and_the_hang_detecti
         "TORCHELASTIC_MAX_RESTARTS": "3",
         "TORCHELASTIC_RUN_ID": "7-a0",
         "TORCHELASTIC_USE_AGENT_STORE": "False",
-        "TORCHELASTIC_ERROR_FILE": "/s/errors/cycle5/rank11.json",
+        "TORCHELASTIC_ERROR_FILE": "/s/nodes/n2/cycle5-rank11.error.json",
         "SLURM_FT_CYCLE": "5",
         "SLURM_FT_CYCLE_INFO": "/s/cycles/cycle5.json",
         "OMP_NUM_THREADS": "1",
@@ -62,7 +63,7 @@ def test_a_python_worker_gets_torchruns_variables_the_cycle_and_the_hang_detecti
         "SLURM_FT_STACK_SIGNAL": str(int(wenv.STACK_SIGNAL)),
         "TORCH_FR_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_FR_DUMP_TEMP_FILE": "/s/errors/cycle5/nccl_trace_rank_",
+        "TORCH_FR_DUMP_TEMP_FILE": "/s/nodes/n2/cycle5-nccl_trace_rank_",
     }
     assert (wenv.INJECT_DIR / "sitecustomize.py").is_file()
     assert TOPO.ranks == range(8, 12)
@@ -98,7 +99,7 @@ def test_the_flight_recorder_is_named_as_the_workers_torch_reads_it():
     def recorder(version: tuple[int, int] | None, base: dict[str, str] | None = None) -> dict[str, str]:
         return wenv.flight_recorder_vars(job(base, torch_version=version), 5)
 
-    trace = "/s/errors/cycle5/nccl_trace_rank_"
+    trace = "/s/nodes/n2/cycle5-nccl_trace_rank_"
     new = {
         "TORCH_FR_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",

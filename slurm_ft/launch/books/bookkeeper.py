@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_ft import jobpointer, procident, records
+from slurm_ft import jobpointer, jsonlines, procident, records
 from slurm_ft.launch import policy
 from slurm_ft.launch.books.stateio import StateIO
 from slurm_ft.launch.context import AgentConfig
@@ -33,13 +33,7 @@ from slurm_ft.records import Failure, JsonDict
 from slurm_ft.slurm import SlurmJob
 from slurm_ft.statedir import StateDir
 
-Record = (
-    records.CycleRecord
-    | records.OutcomeRecord
-    | records.NodeProcesses
-    | records.NodeSnapshots
-    | records.SnapshotsPersisted
-)
+Record = records.CycleRecord | records.OutcomeRecord | records.SnapshotsPersisted
 
 
 @dataclass(frozen=True)
@@ -328,8 +322,9 @@ class Bookkeeper:
 
     def node_processes(self, run: RunSummary, cycle: int, workers: list[tuple[int, int, int]]) -> None:
         """This node's launcher and workers ((rank, local rank, pid); none on a spare) in ``cycle``,
-        for ``slurm-ft-drill``. Every node writes its own file; a state dir that cannot
-        take it costs the drill its targets, never the job its cycle."""
+        for ``slurm-ft-drill`` and a successor's fence: one line appended to the node's own
+        file (a cycle creates no file). A state dir that cannot take it (or stalls: the
+        line is dropped) costs the drill its targets, never the job its cycle."""
         rec = records.NodeProcesses(
             cycle=cycle,
             node=self.job.node_name,
@@ -345,13 +340,14 @@ class Bookkeeper:
             ],
         )
         with contextlib.suppress(OSError):
-            self._write(self.state.node_processes(cycle, self.job.node_name), rec)
+            self.io.add_line(self.state.node_processes(self.job.node_name), jsonlines.line(rec.to_json()))
 
     def node_snapshots(self, rec: records.NodeSnapshots) -> None:
-        """Where this node's ranks resumed from in a cycle (every node writes its own file;
-        a state dir that cannot take it costs the report a line, never the job a cycle)."""
+        """Where this node's ranks resumed from in a cycle: one line appended to the node's
+        own file (a state dir that cannot take it costs the report a line, never the job a
+        cycle)."""
         with contextlib.suppress(OSError):
-            self._write(self.state.node_snapshots(rec.cycle, rec.node), rec)
+            self.io.add_line(self.state.node_snapshots(rec.node), jsonlines.line(rec.to_json()))
 
     def snapshots_persisted(self, rec: records.SnapshotsPersisted) -> None:
         with contextlib.suppress(OSError):

@@ -62,10 +62,14 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def cycle_log_path(prefix: str, cycle: int, node_rank: int | None = None) -> Path:
-    """``/abs/job.log`` + cycle 3 -> ``/abs/job_cycle3.log`` (``.node<K>`` before the suffix).
+    """``/abs/job.log`` + cycle 3 -> ``/abs/job_cycle3.log``; one node's:
+    ``/abs/job_node<K>/job_cycle3.node<K>.log``.
 
     The cycle number is the global one (continuing across requeues), so a file is never
-    reused; the prefix follows :func:`slurm_ft.settingsyntax.check_applog_prefix`.
+    reused; the prefix follows :func:`slurm_ft.settingsyntax.check_applog_prefix`. A node's
+    files go into a directory of its own, made at its first cycle: a cycle of 4,096 nodes
+    then adds one file to each of 4,096 directories, not 4,096 to one, whose lock a shared
+    file system would take for each create (#45). The name still says the node.
     """
     try:
         check_applog_prefix(prefix)
@@ -74,8 +78,10 @@ def cycle_log_path(prefix: str, cycle: int, node_rank: int | None = None) -> Pat
     if cycle < 0:
         raise ValueError(f"cycle must be >= 0, got {cycle}")
     base = Path(prefix)
-    node = f".node{node_rank}" if node_rank is not None else ""
-    return base.with_name(f"{base.stem}_cycle{cycle}{node}{base.suffix}")
+    if node_rank is None:
+        return base.with_name(f"{base.stem}_cycle{cycle}{base.suffix}")
+    own = base.with_name(f"{base.stem}_node{node_rank}")
+    return own / f"{base.stem}_cycle{cycle}.node{node_rank}{base.suffix}"
 
 
 def output_note(applog: AppLogSettings, cycle: int, failure: Failure) -> str:

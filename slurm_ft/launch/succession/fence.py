@@ -3,7 +3,7 @@
 A store host that froze (SIGSTOP, a hung kernel, a network partition) is not dead: its
 launcher, and its workers, may wake up later, and an old rank 0 that wakes up must not
 overwrite the new cycle's checkpoint. So before the successor's first decision, every
-process the lost host recorded (``processes/cycle<N>/<node>.json``: the launcher and its
+process the lost host recorded (``nodes/<node>/processes.jsonl``: the launcher and its
 workers, with their start ticks, so a reused pid is never hit) gets SIGKILL: through
 Slurm (``srun --jobid J --overlap -w NODE``, the drill's helper) inside a Slurm step, on
 this host otherwise (simulated nodes). What could not be killed (the node does not
@@ -17,7 +17,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurm_ft import records
+from slurm_ft import jsonlines
 from slurm_ft.drill.send import Sent, send_here, send_via_srun
 from slurm_ft.drill.targets import Shot
 from slurm_ft.records import NodeProcesses
@@ -46,18 +46,16 @@ class Fenced:
 
 def recorded(state: StateDir, node: str, cycles: Sequence[int], run_uuid: str) -> NodeProcesses | None:
     """The newest of ``cycles`` (newest first) for which ``node`` recorded its processes in
-    this run."""
-    for cycle in cycles:
-        doc = records.read_json(state.node_processes(cycle, node))
-        if doc is None:
-            continue
+    this run (its last line of the cycle, should there be two)."""
+    mine: dict[int, NodeProcesses] = {}
+    for doc in jsonlines.read(state.node_processes(node)):
         try:
             found = NodeProcesses.from_json(doc)
         except (TypeError, ValueError):
             continue
         if found.run_uuid == run_uuid and found.node == node:
-            return found
-    return None
+            mine[found.cycle] = found
+    return next((mine[c] for c in cycles if c in mine), None)
 
 
 def shots_of(procs: NodeProcesses) -> tuple[list[Shot], dict[int, str]]:

@@ -33,7 +33,7 @@ when it was read): the cycle index, the first cycle number and the run uuid, the
 names, the placement (active and spare launchers), the retired launchers and why, the
 restart budget replacements spent, the suspect streak; from the state dir: the claim, the
 cycle records and counter (the next cycle number: never one that was used), the ledger
-(the progress guard and learned hang timeouts), and ``processes/cycle<N>/<node>.json``
+(the progress guard and learned hang timeouts), and ``nodes/<node>/processes.jsonl``
 (the lost host's pids, for the fence); from the lost store: nothing.
 """
 

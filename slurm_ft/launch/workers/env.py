@@ -92,6 +92,7 @@ class JobEnv(NamedTuple):
     python: bool  # Python workers: their stacks can be asked for
     state: StateDir  # cycle records, error files, NCCL traces
     run_dir: str  # the launcher's private run dir: monitor slots and stack files
+    node_name: str  # this node: its own directory in the state dir (error files, NCCL traces)
     placement: Plan | None = None  # CPU/NUMA binding and NICs of each local rank
     torch_version: tuple[int, int] | None = None  # the workers' torch (None: not found)
     snapshots: SnapshotEnv | None = None  # None: snapshots off on this node
@@ -132,7 +133,7 @@ def launcher_vars(job: JobEnv, cyc: CycleEnv, local_rank: int) -> dict[str, str]
         "TORCHELASTIC_MAX_RESTARTS": str(job.max_restarts),
         "TORCHELASTIC_RUN_ID": job.run_id,
         "TORCHELASTIC_USE_AGENT_STORE": "False",
-        "TORCHELASTIC_ERROR_FILE": str(job.state.error_file(cyc.cycle, rank)),
+        "TORCHELASTIC_ERROR_FILE": str(job.state.error_file(job.node_name, cyc.cycle, rank)),
         "SLURM_FT_CYCLE": str(cyc.cycle),
         "SLURM_FT_CYCLE_INFO": str(job.state.cycle_record(cyc.cycle)),
     }
@@ -161,7 +162,7 @@ def flight_recorder_vars(job: JobEnv, cycle: int) -> dict[str, str]:
     """The flight recorder's variables under the names the workers' torch reads (the new
     ones when the version is unknown: nothing to warn about), each unless the job set it
     under either name."""
-    trace = str(job.state.error_files_dir / f"cycle{cycle}" / "nccl_trace_rank_")
+    trace = str(job.state.flight_recorder_prefix(job.node_name, cycle))
     old = job.torch_version is not None and job.torch_version < FR_RENAMED_IN
     out = {}
     for new_name, old_name, value in (*NCCL_FLIGHT_RECORDER, (*NCCL_TRACE_PREFIX_ENVS, trace)):

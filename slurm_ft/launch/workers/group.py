@@ -81,15 +81,20 @@ def _specs(
     cyc = CycleEnv(topo=topo, master_port=d.master_port, restart_count=i, cycle=cycle)
     argv = tuple(cfg.entry.argv(cfg.python))
     specs = []
+    node = cfg.job.node_name
+    own = cfg.state.node_dir(node)  # the workers' error files go there: it must exist
+    if io is not None:  # bounded: the state dir may sit on a mount that stopped answering
+        with contextlib.suppress(OSError):
+            io.mkdirs(own)
+    else:
+        own.mkdir(parents=True, exist_ok=True)
     for local in range(topo.nproc_per_node):
         rank = topo.global_rank(local)
-        err = cfg.state.error_file(cycle, rank)
-        if io is not None:  # bounded: the state dir may sit on a mount that stopped answering
+        err = cfg.state.error_file(node, cycle, rank)  # a stale one would be read as this cycle's
+        if io is not None:
             with contextlib.suppress(OSError):
-                io.mkdirs(err.parent)
                 io.unlink(err)
         else:
-            err.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 err.unlink()
         env = worker_env(job, cyc, local)
@@ -279,7 +284,8 @@ class CycleWorkers:
         else the last traceback the rank wrote to its output (most trainers do not use
         ``@record``; the crash is in their stderr)."""
         reader = self.io.read_json if self.io is not None else None
-        message, tb = records.read_error_file(self._cfg.state.error_file(self.cycle, e.rank), reader)
+        err = self._cfg.state.error_file(self._cfg.job.node_name, self.cycle, e.rank)
+        message, tb = records.read_error_file(err, reader)
         if tb is None and self._app is not None:
             tb = self._app.last_traceback(e.rank, wait=TRACEBACK_WAIT_S)
             if tb is not None and message is None:
@@ -308,7 +314,7 @@ class CycleWorkers:
 
     def keep_stacks(self, why: str) -> None:
         """Before a hang is stopped: every thread's Python stack of every running worker,
-        into ``errors/cycle<N>/stacks-rank<R>.txt`` and, as launcher notes, the cycle log."""
+        into ``nodes/<node>/cycle<N>-rank<R>.stacks.txt`` and, as launcher notes, the cycle log."""
         asking = {
             w.rank: (w.pid, stack)
             for w in self.group.running()
@@ -317,18 +323,18 @@ class CycleWorkers:
         if not asking:
             return
         stacks = hang.collect_stacks(asking, self._cfg.settings.hang.stack_dump_timeout)
-        folder = self._cfg.state.error_files_dir / f"cycle{self.cycle}"
+        node = self._cfg.job.node_name
         for rank in sorted(asking):
             text = stacks.get(rank)
             if text is None:
                 self._events.event(f"no stack from rank {rank} within the stack dump timeout")
                 continue
-            path = self._cfg.state.stacks_file(self.cycle, rank)
+            path = self._cfg.state.stacks_file(node, self.cycle, rank)
             try:
                 if self.io is not None:  # bounded: kept in memory while the state dir stalls
                     self.io.write_bytes(path, text.encode())
                 else:
-                    folder.mkdir(parents=True, exist_ok=True)
+                    path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(text)
             except OSError as exc:
                 self._events.event(f"cannot keep the stacks of rank {rank} in {path}: {exc.strerror or exc}")
