@@ -416,7 +416,7 @@ class DrillRecord:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
-# The mark of a reading of node 0's newest snapshot step (``progress/snapshot-readings.jsonl``).
+# The mark of a reading of node rank 0's newest snapshot step (``progress/snapshot-readings.jsonl``).
 SNAPSHOT_MARK = "snapshot"
 
 

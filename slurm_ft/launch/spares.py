@@ -4,8 +4,12 @@ what a member derives from the placement.
 Of a job's N+K launchers (hostlist order), N hold a node rank each cycle and K stand by.
 Node 0 keeps, for the attempt, every launcher found bad (lost, missing at a join,
 unhealthy, suspect, with a worker it could not kill): a bad launcher is never placed
-again in this attempt. Which launcher takes a node rank is ``policy.place``'s decision;
-this module only gathers its inputs and keeps its result.
+again in this attempt, with one exception: a suspect one (only a pattern of first
+failures, alive and healthy by every check) is placed once more when no healthy spare is
+left, rather than end the attempt and wait in the queue for a resubmission without it;
+its next first failure retires it for good (a store successor does not inherit the
+reprieve: that launcher's streak starts again). Which launcher takes a node rank is
+``policy.place``'s decision; this module only gathers its inputs and keeps its result.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class SpareBook:
     retired: dict[int, Retired] = field(default_factory=dict)
     charged: int = 0  # replacements beyond each cycle's own restart: they spend the budget too
     _streak: tuple[int, int] | None = None  # (launcher, consecutive cycles its node failed first)
+    reprieved: set[int] = field(default_factory=set)  # suspects placed again as the last resort
+    _last_reprieve: dict[int, Retired] = field(default_factory=dict)
 
     @classmethod
     def for_job(cls, launchers: int, spares: int, segment: int, suspect_after: int) -> SpareBook:
@@ -129,7 +135,10 @@ class SpareBook:
         k = failure.node_rank
         count = self._streak[1] + 1 if self._streak and self._streak[0] == k else 1
         self._streak = (k, count)
-        if count >= self.suspect_after:
+        if k in self.reprieved:
+            self._retire(k, Why.SUSPECT, "hosted a first failure again after it was placed as the last spare")
+            self._streak = None
+        elif count >= self.suspect_after:
             self._retire(k, Why.SUSPECT, f"hosted the first failure of {count} cycles in a row")
             self._streak = None
 
@@ -154,14 +163,33 @@ class SpareBook:
         return any(k in self.active for k in new)
 
     def plan(self, restart: int) -> Placement:
-        """Place this cycle's node ranks; keep the placement when every rank is filled."""
-        bad = {k: r.describe() for k, r in self.retired.items()}
-        placement = policy.place(self.active, self.launchers, bad, self.segment)
+        """Place this cycle's node ranks; keep the placement when every rank is filled.
+        When a node rank is left unfilled, the suspects not yet reprieved are placed too
+        (see the module's docstring) before the attempt is given up."""
+        self._last_reprieve = {}
+        placement = self._place()
+        if placement.unfilled:
+            back = {k: r for k, r in self.retired.items() if r.why is Why.SUSPECT and k not in self.reprieved}
+            for k in back:
+                del self.retired[k]
+            retry = self._place() if back else placement
+            if retry.unfilled:
+                self.retired.update(back)
+            else:
+                placement = retry
+                self._last_reprieve = {k: r for k, r in back.items() if k in retry.active}
+                self.reprieved.update(self._last_reprieve)
+                for k in back.keys() - set(retry.active):  # not needed after all: still suspect
+                    self.retired[k] = back[k]
         if not placement.unfilled:
-            replaced = len({r.old for r in placement.replacements if r.old in bad})
+            replaced = len({r.old for r in placement.replacements if r.old in self.retired})
             self.charged += max(0, replaced - (1 if restart > 0 else 0))
             self.active = placement.active
         return placement
+
+    def _place(self) -> Placement:
+        bad = {k: r.describe() for k, r in self.retired.items()}
+        return policy.place(self.active, self.launchers, bad, self.segment)
 
     def named(self, names: Sequence[str], why: Sequence[Why]) -> tuple[str, ...]:
         """The names of the launchers retired for one of ``why``, in hostlist order."""
@@ -204,7 +232,12 @@ class SpareBook:
             suspect=self.named(names, (Why.SUSPECT,)),
             placement=placement,
         )
-        return verdict, tuple(describe(r, names) for r in placement.replacements)
+        moves = [describe(r, names) for r in placement.replacements]
+        moves += [
+            f"{names[k]} ({r.describe()}) is placed again: no healthy spare was left"
+            for k, r in sorted(self._last_reprieve.items())
+        ]
+        return verdict, tuple(moves)
 
 
 def describe(r: policy.Replacement, names: Sequence[str]) -> str:

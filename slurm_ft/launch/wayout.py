@@ -101,6 +101,13 @@ def crashed(exc: Exception) -> Exit:
     return Exit(ending, linger=DEPARTURE_LINGER_S, departing=True)
 
 
+def kills_step(ending: Ending) -> bool:
+    """Whether node 0 ends the job step with SIGKILL once its peers have read the final
+    answer (:func:`end_step`): a peer that still has work on its way out (persisting its
+    snapshots) must do it before it confirms, or the kill cuts it off."""
+    return bool(ending.lost_nodes)
+
+
 def end_step(step_killer: tuple[str, ...], event: Callable[[str], None], lost: tuple[str, ...]) -> None:
     """A lost launcher may be frozen, not dead: srun then waits for it (and its workers)
     until the time limit. Once the outcome is written and the live peers have read the

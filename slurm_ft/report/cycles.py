@@ -46,6 +46,7 @@ def _cycle_view(rec: CycleRecord, entry: CycleEntry | None, known: bool) -> Cycl
         iteration_start=entry.iteration_start if known and entry else None,
         iteration_end=entry.iteration_end if known and entry else None,
         source="record",
+        learned_startup=entry.startup if entry else None,
     )
 
 
@@ -67,6 +68,7 @@ def _cycle_from_ledger(entry: CycleEntry, known: bool) -> CycleView | None:
         iteration_start=entry.iteration_start if known else None,
         iteration_end=entry.iteration_end if known else None,
         source="ledger",
+        learned_startup=entry.startup,
     )
 
 

@@ -13,8 +13,12 @@ from slurm_ft.report.views import CycleView, Report, SnapshotRestore
 
 
 def snapshot_restores(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> list[SnapshotRestore]:
-    """Every cycle in which some rank resumed from a snapshot, with its sources."""
+    """Every cycle in which some rank resumed from a snapshot, with its sources. A node
+    writes where its ranks resumed from at the cycle's end: a node lost in the cycle
+    writes nothing, and its ranks are counted as ``not recorded`` (of the cycle's world
+    size), never left out as if there were none."""
     starts = {c.cycle: c.start for c in cycles}
+    sizes = {c.cycle: c.world_size for c in cycles}
     by_cycle: dict[int, list[RankResume]] = defaultdict(list)
     for rec in snaps:
         by_cycle[rec.cycle].extend(RankResume.from_json(r) for r in rec.resumed)
@@ -25,6 +29,9 @@ def snapshot_restores(snaps: list[NodeSnapshots], cycles: list[CycleView]) -> li
             continue
         counts = Counter(r.source.value for r in ranks)
         sources = tuple(f"{source} x{n}" for source, n in sorted(counts.items()))
+        missing = (sizes.get(cycle) or 0) - len(ranks)
+        if missing > 0:
+            sources = (*sources, f"not recorded x{missing}")
         out.append(SnapshotRestore(cycle, starts[cycle], sources, min(steps)))
     return out
 

@@ -8,14 +8,17 @@ every stretch goes to exactly one bucket:
 * **progress** / **no progress** / **progress unknown** — a cycle's workers running, from
   its start to its first failure (or its end); which bucket comes from the ledger's
   checkpoint readings (unknown without a progress source);
-* with node 0's timed readings of the progress source (``progress/readings.jsonl``) and of
-  its newest snapshot (``progress/snapshot-readings.jsonl``) a cycle that made progress is
-  cut further: **start-up** (from its start until its first sign of progress, back-dated by
-  the steps it holds at the job's measured step rate), **progress** (kept training: until
-  the last checkpoint seen before the workers stopped, or the snapshot the next cycle
-  resumed from when that is newer), **lost work** (after that until the first failure:
-  recomputed in the next cycle) and **stopping** (the first failure until the cycle's end). Without them the
-  whole run counts as progress and the goodput is an upper bound (a note says so);
+* with node 0's timed readings of the progress source (``progress/readings.jsonl``) and
+  node rank 0's of its newest snapshot (``progress/snapshot-readings.jsonl``) a cycle that
+  made progress is cut further: **start-up** (from its start until its first sign of
+  progress, back-dated by the steps it holds at the job's measured step rate),
+  **progress** (kept training: until the last checkpoint seen before the workers stopped,
+  or the snapshot the next cycle resumed from when that is newer), **lost work** (after
+  that until the first failure: recomputed in the next cycle) and **stopping** (the first
+  failure until the cycle's end). A failed cycle in which nothing moved is cut all the
+  same where the hang judge learned its start-up (:func:`_unread_split`). Without
+  readings the whole run counts as progress and the goodput is an upper bound (a note
+  says so);
 * **restart overhead** — inside an attempt with no cycle training: from a failure until the
   next cycle started (stopping workers, health checks, rendezvous) and the wind-down after
   an attempt's last cycle;
@@ -109,23 +112,26 @@ def split_cycle(
     resumed_after: int | None = None,
 ) -> CycleSplit | None:
     """The cycle cut at its first sign of progress and at the last step the job kept;
-    None for an open cycle and a cycle in which no reading moved (its bucket stays the
-    ledger's).
+    None for an open cycle, and for a cycle in which no reading moved that
+    :func:`_unread_split` cannot cut either (its bucket stays the ledger's).
 
     Start-up ends when the first checkpoint or snapshot of the cycle was seen, less the
     time its steps took at ``pace`` (unknown pace: not back-dated, so the start-up is an
     upper bound). The kept step is the newer of the last checkpoint and the snapshot the
     job resumed from after the cycle (``resumed_after``: every rank of the next cycle
-    resumed from a snapshot at that step); the kept training ends at the last reading at
-    or below it. A reading seen after the first failure (the other ranks went on until
-    they were stopped) keeps the work up to the failure, never beyond."""
+    resumed from a snapshot at that step); the kept training ends when that step was
+    reached: the last reading at or below it, plus the steps between at ``pace`` (a
+    checkpoint minutes apart, or readings of a node that no longer runs node rank 0, say
+    little about when the snapshot step was made). A reading seen after the first failure
+    (the other ranks went on until they were stopped) keeps the work up to the failure,
+    never beyond."""
     if c.end is None:
         return None
     base = _base_step(c, readings)
     window = _window(c, readings, until)
     moved = _progress_readings(window, base)
     if not moved:
-        return None
+        return _unread_split(c, base, pace, resumed_after)
     first = moved[0]
     run_end, end = c.run_end, c.end
     back = (first.step - base) * pace if pace is not None and base is not None else 0.0
@@ -135,10 +141,43 @@ def split_cycle(
     upto = [r for r in moved if kept_step is not None and r.step <= kept_step]
     if c.outcome == CycleOutcome.SUCCEEDED:
         kept_end, kept_step = run_end, moved[-1].step
+    elif upto:
+        ahead = (kept_step - upto[-1].step) * pace if kept_step is not None and pace is not None else 0.0
+        kept_end = min(upto[-1].time + ahead, run_end)
     else:
-        kept_end = min(upto[-1].time, run_end) if upto else startup_end
+        kept_end = startup_end
     kept_end = max(kept_end, startup_end)
     return CycleSplit(c.start, startup_end, kept_end, run_end, end, kept_step=kept_step)
+
+
+def _unread_split(
+    c: CycleView, base: int | None, pace: float | None, resumed_after: int | None
+) -> CycleSplit | None:
+    """A failed cycle in which no reading moved (no checkpoint made, no snapshot read): its
+    start-up ends where the hang judge saw the workers' signs of life settle (the ledger's
+    ``learned_startup``), and of its training the steps up to the snapshot the next cycle
+    resumed from are kept, at ``pace``; the rest is lost. Without a learned start-up, a
+    cycle that kept steps is cut as late as those steps allow (its start-up an upper
+    bound: the steps end at its first failure); one that kept none stays uncut (None: the
+    ledger's bucket, and the fault before it is charged the cycle up to the next fault as
+    start-up, an upper bound). A cycle that succeeded, or that the ledger saw progress in,
+    is never cut here: its readings were lost, not its work."""
+    if c.end is None or not c.ended_badly or c.progressed is True:
+        return None
+    run_end = c.run_end
+    kept = resumed_after - base if resumed_after is not None and base is not None else 0
+    if kept > 0 and pace is None:
+        return None  # steps kept, of unknown length
+    kept_s = kept * pace if kept > 0 and pace is not None else 0.0
+    if c.learned_startup is not None:
+        startup_end = min(c.start + c.learned_startup, run_end)
+    elif kept_s > 0:
+        startup_end = max(c.start, run_end - kept_s)
+    else:
+        return None
+    kept_end = min(startup_end + kept_s, run_end)
+    kept_step = resumed_after if kept_s else None
+    return CycleSplit(c.start, startup_end, kept_end, run_end, c.end, kept_step=kept_step)
 
 
 def with_splits(

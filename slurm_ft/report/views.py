@@ -71,6 +71,9 @@ class CycleView:
     # Node 0's newest snapshot when the cycle before ended: a snapshot reading at or below it
     # in this cycle is the cycle before's, read late (node 0 looks every 0.5 s).
     snapshot_floor: int | None = None
+    # The hang judge's start-up of the cycle (the ledger's ``startup``): s from its start
+    # until the workers' signs of life settled into their rhythm; None: not learned.
+    learned_startup: float | None = None
 
     @property
     def duration(self) -> float | None:

@@ -17,8 +17,10 @@ deadline, a dead mount) leaves the previous complete file, never a torn one. The
 slot's seal is read again after the copy: a slot rewritten meanwhile (a leftover writer)
 is reported, not persisted. The step is in the name because several launchers may persist
 the same key (every node holds a replicated copy; a node that was replaced still holds its
-ranks' older snapshots): the newest step wins whoever writes last, and a save removes only
-the key's older files.
+ranks' older snapshots), and a key keeps its two newest steps (a save removes only the older
+ones): a breakpoint often finds the ranks a step apart, each node persists both of its
+slots, and the next attempt resumes every rank from the newest step that every rank has
+(:func:`resume_step`), never each rank from its own newest, which mixed steps across ranks.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 
 SUFFIX = layout.SUFFIX
 _CHUNK = 64 << 20  # one sendfile call at most: a deadline's SIGKILL lands between calls
+KEPT_STEPS = 2  # per key: the breakpoint's step and the one before it
+
+
+class NoCommonStep(Exception):
+    """Persisted snapshots exist, but no step that every rank can resume from."""
 
 
 def _key(rank: int, replicated: bool) -> str:
@@ -107,9 +114,8 @@ def save(directory: Path, info: SnapshotInfo) -> Path:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    for step, older in _steps(directory, info.rank, info.replicated):
-        if step < info.step:
-            _unlink(str(older))
+    for _step, older in _steps(directory, info.rank, info.replicated)[KEPT_STEPS:]:
+        _unlink(str(older))
     return target
 
 
@@ -129,23 +135,62 @@ def describe(path: Path) -> SnapshotInfo | None:
     return reader.SnapshotInfo(key, path, sealed.generation, sealed.header)
 
 
+def _held(directory: Path) -> dict[str, set[int]]:
+    """Every key's persisted steps, from the names alone (one listing: no header is read,
+    so a worker of a job of thousands of ranks reads one directory, not every file)."""
+    held: dict[str, set[int]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return held
+    for name in names:
+        key, sep, rest = name.partition(".step")
+        if sep and rest.endswith(SUFFIX) and rest[: -len(SUFFIX)].isdigit():
+            held.setdefault(key, set()).add(int(rest[: -len(SUFFIX)]))
+    return held
+
+
+def resume_step(held: dict[str, set[int]], world_size: int) -> int | None:
+    """The newest step that each of ``world_size`` ranks has, its own file or a replicated
+    copy; None when there is none. Pure: every worker computes the same step from the same
+    listing."""
+    replicated = held.get(layout.REPLICATED, set())
+    common: set[int] | None = None
+    for rank in range(world_size):
+        have = held.get(layout.rank_key(rank), set()) | replicated
+        common = have if common is None else common & have
+        if not common:
+            return None
+    return max(common) if common else None
+
+
 def load(directory: Path, rank: int, world_size: int) -> tuple[int, dict[str, object]] | None:
-    """The persisted step and state of ``rank`` (its own newest file, else the newest
-    replicated copy); None when there is none, or it was taken with another world size or
-    by another rank. Raises :class:`slurm_ft.snapshot.reader.Torn` for a file that is not
-    a whole snapshot."""
+    """The persisted state of ``rank`` at the newest step every rank has (its own file,
+    else the replicated copy); None when nothing was persisted, or it was taken with
+    another world size or by another rank. Raises :class:`NoCommonStep` when files exist
+    but no step is common to every rank, :class:`slurm_ft.snapshot.reader.Torn` for a file
+    that is not a whole snapshot."""
+    held = _held(directory)
+    if not held:
+        return None
+    step = resume_step(held, world_size)
+    if step is None:
+        mine = sorted(held.get(layout.rank_key(rank), set()) | held.get(layout.REPLICATED, set()))
+        raise NoCommonStep(
+            f"no step that all {world_size} ranks persisted (this rank has {mine or 'none'}): "
+            "resuming from the checkpoint, never from a mix of steps"
+        )
     for replicated in (False, True):
-        newest = _steps(directory, rank, replicated)
-        if not newest:
+        path = path_for(directory, rank, replicated, step)
+        if not path.exists():
             continue
-        step, path = newest[0]
         info = describe(path)
         if info is None:
             raise reader.Torn(f"{path}: not a complete snapshot")
         if info.step != step or info.replicated != replicated:
             raise reader.Torn(f"{path}: its header says step {info.step}, not the step in its name")
         if info.world_size != world_size or (not replicated and info.rank != rank):
-            continue
+            return None
         return step, reader.load(info, copy=True)
     return None
 

@@ -106,3 +106,47 @@ def test_the_report_counts_work_resumed_from_snapshots_as_kept(tmp_path: Path) -
     assert restore["step"] == min(
         e["step"] for r in range(2) for e in events(tmp_path, r) if e["event"] == "resume" and e["cycle"] == 1
     ), restore
+
+
+@pytest.mark.timeout(240)
+def test_the_report_times_the_snapshots_of_node_rank_0_when_node_0_stands_by(tmp_path: Path) -> None:
+    """#44's lose-node runs: node 0 (the store's host) was retired as a suspect and stood
+    by, and it alone read its own memory for the report, which then held no new snapshot:
+    a cycle that trained and was kept read as start-up and no progress. Here rank 0 is
+    killed on node 0, which is suspect at once (``--suspect-after 1``): the spare takes
+    node rank 0 and its launcher reads the snapshots, so the report cuts the second cycle
+    as the trainer logged it."""
+    job = SimJob(
+        tmp_path,
+        3,
+        [*BASE, "--max-restarts", "2", "--spare-nodes", "1", "--suspect-after", "1"],
+        trainer(
+            tmp_path,
+            *("--steps", str(STEPS), "--step-time", str(STEP_S), "--ckpt-every", "1000"),
+            *("--fault", "kill", "--fault-rank", "0", "--fault-step", str(FAULT_STEP)),
+        ),
+        job_id=unique("44303"),
+    ).start()
+    try:
+        assert job.wait(200) == [0, 0, 0], job.dump()
+    finally:
+        job.kill()
+    replaced = json.loads((job.state / "cycles" / "cycle1.json").read_text())
+    assert replaced["active_nodes"][0] != "node0", replaced  # node 0 stood by in cycle 1
+    truth = trained(tmp_path, 2)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_ft.cli.report", "--state-dir", str(job.state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["totals"]["split_cycles"] == 2, doc["totals"]
+    (_, kept0, _), (resumed1, _, _) = truth
+    first, second = (c["split"] for c in doc["cycles"])
+    assert first["kept_end"] == pytest.approx(kept0, abs=CUT_S), (first, truth)
+    # without the readings of the spare on node rank 0: no sign of progress in this cycle
+    assert second["startup_end"] == pytest.approx(resumed1, abs=CUT_S), (second, truth)
+    assert second["kept_end"] == doc["cycles"][1]["end"]

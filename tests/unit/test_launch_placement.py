@@ -129,7 +129,13 @@ def test_spare_book_retires_suspect_stuck_and_unhealthy_nodes_and_charges_extra_
     assert book.note_roster(joins, lost=()) is True
     assert (book.retired[2].why, book.retired[4].why) == (Why.STUCK, Why.UNHEALTHY)
     placement = book.plan(3)
-    assert placement.unfilled == (2,) and book.active == (0, 3, 2)  # no healthy spare left
+    # no healthy spare left: the suspect node 1 takes the node rank again rather than the
+    # attempt ending (and the job waiting in the queue for a resubmission without it)
+    assert placement.unfilled == () and book.active == (0, 3, 1) and 1 not in book.retired
+    # its next first failure retires it for good: no second reprieve
+    book.note_failure(_failure_on(1), explained=False)
+    assert book.retired[1].why is Why.SUSPECT
+    assert book.plan(4).unfilled == (2,) and book.active == (0, 3, 1)
 
 
 def test_replacements_at_the_first_join_each_cost_a_restart():

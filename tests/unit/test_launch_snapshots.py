@@ -226,7 +226,10 @@ def test_the_newest_persisted_step_wins_whichever_node_writes_last(tmp_path):
     step, state = persisted.load(out, 2, 3) or (None, {})
     assert step == 4276 and state["w"].tolist() == [4276.0, 4276.0]  # type: ignore[attr-defined]
     persisted.save(out, slot(1, 4300))
-    assert sorted(p.name for p in out.glob("replicated.*")) == ["replicated.step000000004300.snap"]
+    assert sorted(p.name for p in out.glob("replicated.*")) == [  # the two newest steps are kept
+        "replicated.step000000004276.snap",
+        "replicated.step000000004300.snap",
+    ]
     assert persisted.load(out, 0, 4) is None  # another world size
     assert persisted.export(out / "replicated.step000000004300.snap", tmp_path / "x.pt") == 4300
     doc = torch.load(tmp_path / "x.pt", weights_only=True)
@@ -241,4 +244,19 @@ def test_a_persisted_file_that_is_not_a_whole_snapshot_is_refused(tmp_path):
     (tmp_path / "rank-00000.step000000000012.snap").write_bytes(b"not a snapshot" * 400)
     with pytest.raises(reader.Torn, match="not a complete snapshot"):
         persisted.load(tmp_path, 0, 1)
-    assert persisted.load(tmp_path, 1, 2) is None  # nothing of rank 1, no replicated copy
+    with pytest.raises(persisted.NoCommonStep, match="no step that all 2 ranks persisted"):
+        persisted.load(tmp_path, 1, 2)  # nothing of rank 1, no replicated copy
+
+
+def test_the_resume_step_is_the_newest_step_every_rank_persisted_never_a_mix():
+    """Ranks a step apart at the breakpoint: each rank's own newest would mix steps 30 and
+    29 (the resubmitted job's ranks then trained from different states, and its DDP
+    crashed); the newest step every rank has is 29. A replicated copy counts for every rank."""
+    from slurm_ft.snapshot.persisted import resume_step
+
+    assert resume_step({"rank-00000": {29, 30}, "rank-00001": {29, 30}, "rank-00002": {28, 29}}, 3) == 29
+    assert resume_step({"rank-00000": {30}, "rank-00001": {30}, "rank-00002": {29}}, 3) is None
+    assert resume_step({"rank-00000": {30}, "replicated": {29, 30}}, 3) == 30
+    assert resume_step({"replicated": {7, 9}}, 4) == 9
+    assert resume_step({"rank-00000": {5}}, 2) is None  # rank 1 has nothing
+    assert resume_step({}, 1) is None

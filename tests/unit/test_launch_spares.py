@@ -133,6 +133,37 @@ def test_a_node_that_fails_first_twice_in_a_row_is_suspect_and_replaced(tmp_path
     ]
 
 
+def test_a_suspect_node_takes_a_node_rank_again_once_no_healthy_spare_is_left(tmp_path):
+    """node1 fails first twice (suspect, replaced by the spare node2), then node2 is lost:
+    rather than end the attempt, node1 is placed again and the job finishes (the goodput
+    run of issue 44 ended at its third lost node with a live suspect standing by)."""
+    script = (
+        f'[ "$NODE" = node1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ] && exit 3; '
+        f'[ "$TORCHELASTIC_RESTART_COUNT" -lt 3 ] && exec sleep 30; {MARK}'
+    )
+    c = Cycle(tmp_path, 3, script, **SPARE1).start()
+    wait_until(lambda: record_exists(c, 2), 20, message="cycle 2 decided")
+    assert record(c, 2)["active_nodes"] == ["node0", "node2"]
+    wait_until(lambda: c.in_watch(0, 2) and c.in_watch(2, 2), 10, message="cycle 2 watching")
+    lose(c, 2)
+    assert c.finish() == [0, 0, 0]
+    assert ran(tmp_path, 3) == {
+        "node0": ["node0", "0", "2", "0", "127.0.1.1"],
+        "node1": ["node1", "1", "2", "1", "127.0.1.1"],
+    }
+    assert record(c, 3)["replacements"] == [
+        "node rank 1: node2 -> node1 (lost: launcher silent (heart-beat lost))",
+        "node1 (suspect: hosted the first failure of 2 cycles in a row) is placed again: "
+        "no healthy spare was left",
+    ]
+    out = c.outcome()
+    assert (out["exit_code"], out["lost_nodes"], out["suspect_nodes"]) == (0, ["node2"], [])
+
+
+def record_exists(c: Cycle, cycle: int) -> bool:
+    return c.state.cycle_record(cycle).exists()
+
+
 def test_more_bad_nodes_than_spares_end_the_attempt_naming_every_bad_node(tmp_path):
     (tmp_path / "ok-node0").mkdir()
     health = {"health.checks": ["storage"], "health.paths": [f"{tmp_path}/ok-%n"]}

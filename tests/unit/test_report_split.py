@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -191,3 +192,26 @@ def test_with_readings_a_cycle_whose_ledger_reading_failed_and_nothing_moved_mad
     assert first.startup_s == pytest.approx(45 - 41)  # the next cycle's start-up, cut by the next fault
     assert first.cost_s == pytest.approx(0.5 + 2 + 1 + 4 + 2.5)
     assert second.lost_work_s == 0.0 and second.next_cycle == 2
+
+
+def test_a_failed_cycle_without_a_checkpoint_starts_up_as_the_hang_judge_saw_and_loses_the_rest() -> None:
+    """#44's run without snapshots, the crash at 787 s: the next cycle trained 118 s and made
+    no checkpoint before a lost node ended it. The report charged those 118 s to the crash
+    as start-up (start-up 118.5 s; lost work 0 for the lost node), the trainer's step log
+    to the lost node as lost work (down 1.4 s after the crash). The cycle's start-up ends
+    where the hang judge saw the workers' signs of life settle (the ledger's); the rest is
+    lost, charged to the fault that ended it."""
+    stuck = [reading(15, 10), reading(25, 20), reading(35, 30)]  # nothing moved in cycle 1
+    files = job(stuck, [drill(37.5), drill(78.5)])
+    assert files.ledger is not None
+    files.ledger.cycles[1] = dataclasses.replace(entry(1, 0, 30, 30, 41, 80), startup=5.0)
+    files.cycles[1] = cycle(1, RUN_A, 0, 41, 80, "failed", failure(79))
+    r = analyse(files)
+    c1 = r.cycles[1]
+    assert c1.split is not None
+    assert (c1.split.startup_s, c1.split.kept_s, c1.split.lost_s, c1.split.stopping_s) == pytest.approx(
+        (5, 0, 33, 1)
+    )
+    first, second = r.faults
+    assert (first.startup_s, second.lost_work_s) == pytest.approx((5, 78.5 - 46))
+    assert r.totals.no_progress_s == 0 and r.totals.parts_s == pytest.approx(r.totals.wall_clock_s)

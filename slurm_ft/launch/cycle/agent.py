@@ -41,6 +41,7 @@ from slurm_ft.launch.roles.coordinator import Coordinator
 from slurm_ft.launch.roles.member import Member
 from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
 from slurm_ft.launch.signals import SignalBox
+from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.succession.storeloss import StoreHostLoss
 from slurm_ft.launch.wayout import Exit
@@ -104,6 +105,7 @@ class Agent:
         self.coordinator: Coordinator | None = None
         self.member: Member | None = None
         self.workers: CycleWorkers | None = None
+        self.readings: readings.SnapshotReadings | None = None  # the report's, on node rank 0
         self.index: int | None = None  # the cycle (within the attempt) being joined or run
         self.unhealthy: str | None = None
         self.stuck: str | None = None  # workers that survived SIGKILL: no clean cycle here again
@@ -176,6 +178,11 @@ class Agent:
                 end = member.stand_by(i, judge, active)
             else:
                 workers = self._start(i, cycle, decision, topo)
+                # the report's snapshot readings, from whichever launcher runs node rank 0
+                step = self.snapshots.newest_step if self.snapshots.on else None
+                where, slot = self.cfg.state.snapshot_readings, decision.slot_of(self.cfg.job.node_rank)
+                add = self.books.io.add_line
+                self.readings = readings.for_cycle(slot, step, where, add, self.seams.clock)
                 self.phases.append(Phase.WATCH)
                 self.export_metrics()
                 on_tick = self.export_metrics if self.prom is not None else None  # no file: no 1 s tick
@@ -304,6 +311,9 @@ class Agent:
         if self.coordinator is not None:
             self.coordinator.cycle_ending()  # the progress guard looks while workers stop
         stuck = self.member.stop(i, cycle, workers, end)
+        if self.readings is not None:  # before this launcher joins the next cycle
+            self.readings.stop()
+            self.readings = None
         if stuck:
             self.stuck = self.unhealthy = self.books.stuck_workers(cycle, stuck)
         if workers is not None and self.snapshots.used():  # before the next cycle's restore

@@ -111,8 +111,9 @@ def finish(agent: Agent, way_out: Exit) -> Ending:
         a.books.flush()
     # Node 0 (or a peer that writes the outcome itself) persists before the outcome
     # record, which says what could not be; the other peers after their last word with
-    # node 0, which may leave meanwhile (see the end).
-    persists_last = a.coordinator is None and not way_out.ends_step
+    # node 0, which may leave meanwhile (see the end), unless node 0 then kills the job
+    # step: such a peer persists before it confirms, while node 0 waits for it.
+    persists_last = a.coordinator is None and not way_out.ends_step and not wayout.kills_step(way_out.ending)
     if not persists_last:
         _persist_snapshots(a, way_out.ending)
     if way_out.ends_step:  # node 0 writes nothing any more: this peer's view is the outcome
@@ -129,8 +130,10 @@ def finish(agent: Agent, way_out: Exit) -> Ending:
         a.export_metrics()
         a.prom.flush()
     if a.coordinator is not None:
+        if wayout.kills_step(way_out.ending) and a.snapshots.persists:  # the peers persist first
+            way_out = dataclasses.replace(way_out, linger=way_out.linger + a.launch.snapshot_persist_timeout)
         a.coordinator.announce(way_out, a.run)
-        if way_out.ending.lost_nodes:
+        if wayout.kills_step(way_out.ending):
             wayout.end_step(a.cfg.step_killer, a.ev.event, way_out.ending.lost_nodes)
     elif way_out.ends_step:
         wayout.end_step(a.cfg.step_killer, a.ev.event, way_out.ending.lost_nodes)

@@ -30,7 +30,6 @@ from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost
 from slurm_ft.launch.roles import decisions, joins
 from slurm_ft.launch.roles.joins import JoinWait, Roster
-from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.wayout import Exit
 from slurm_ft.progress import LedgerError, ProgressTracker
 from slurm_ft.records import CycleOutcome, Failure
@@ -78,7 +77,6 @@ class Coordinator:
         self.ev = events
         self.clock = clock
         self.snapshot_step = snapshot_step
-        self.snapshot_readings: readings.SnapshotReadings | None = None  # the report's, with the judge
         self.threads = BackgroundSet()  # set by the agent once the threads run
         self.nodes: tuple[str, ...] = ()  # every node's name, once all joined
         launch = cfg.settings.launch
@@ -244,20 +242,14 @@ class Coordinator:
             history,
             startup=startup,
         )
-        self.snapshot_readings = readings.watch(
-            self.snapshot_step, self.cfg.state.snapshot_readings, add_line
-        )
 
     def judge(self, i: int) -> Failure | None:
         return self.jury.judge(i, self.nodes) if self.jury is not None else None
 
     def close(self) -> None:
-        """The judge's progress watch (a thread that reads the progress source) ends, and
-        the snapshot readings' thread."""
+        """The judge's progress watch (a thread that reads the progress source) ends."""
         if self.jury is not None:
             self.jury.stop()
-        if self.snapshot_readings is not None:
-            self.snapshot_readings.stop()
 
     # ------------------------------------------------------------------ stop + end
 

@@ -2,8 +2,9 @@
 
 Run by :mod:`slurm_ft.launch.snapshots.persist` as ``python -m`` with a deadline; it prints
 one JSON line per snapshot (written or not, and why) as it goes, so the launcher knows what
-was persisted even if a later one fails. By default each snapshot's slot file is copied as
-bytes (:func:`slurm_ft.snapshot.persisted.save`): the child never imports torch. Only a
+was persisted even if a later one fails. By default each key's slot files (the newest and
+the one before it, see :mod:`slurm_ft.snapshot.persisted`) are copied as bytes
+(:func:`slurm_ft.snapshot.persisted.save`): the child never imports torch. Only a
 trainer's persist hook, which takes the state dict, loads the tensors (mapped from shared
 memory, never copied first: the workers are gone, nothing rewrites the slot).
 """
@@ -62,7 +63,24 @@ def main(argv: list[str]) -> int:
                 _say(info.rank, info.replicated, info.step, ok=False, problem=f"{type(exc).__name__}: {exc}")
                 continue
             _say(info.rank, info.replicated, info.step, ok=True, where=where)
+            if hook is None:
+                _save_older(Path(ns.dir), area, key, info.step)
     return 0
+
+
+def _save_older(directory: Path, area: Path, key: str, newest: int) -> None:
+    """The key's other complete slot too: ranks a step apart at the breakpoint then still
+    share a step (the next attempt resumes every rank from one). Best effort and never
+    said: the slot is the one a leftover writer would rewrite next, and the copy's seal
+    check drops it then."""
+    from slurm_ft.snapshot import persisted, reader
+
+    for older in reader.complete_slots(area, key):
+        if older.step < newest:
+            try:
+                persisted.save(directory, older)
+            except (reader.Torn, OSError):
+                pass
 
 
 if __name__ == "__main__":

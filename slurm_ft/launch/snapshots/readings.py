@@ -1,10 +1,22 @@
-"""Node 0's timed readings of its node's newest snapshot step, for the report.
+"""Timed readings of the job's newest snapshot step, for the report.
 
 The report cuts each cycle into start-up, kept training and lost work at the moments the
 job's progress moved. A checkpoint says so only every few minutes; a snapshot every step
 or few, and the next cycle resumes from it, so the work up to it is kept. Without these
 readings the report could only charge everything after the last checkpoint as lost (#43).
 The step is read off the slot headers (no torch), and only a change is written.
+
+Who reads: the launcher of node rank 0 in the cycle (the node that hosts global rank 0),
+for that cycle only, not the launcher that hosts the store. With spares the store's host
+may stand by (a suspect) or its node rank may move; its own memory then holds no new
+snapshot, and a job that trained for twenty minutes read as one that kept nothing after
+the last checkpoint (#44: goodput 57.5 % in the report against 69.5 % in the trainer's step
+log). Every rank of the job takes its snapshot of the same step (the collectives keep them
+in lockstep), so one node's memory times the job's; which step the job kept is the
+report's to say from the next cycle's records (the lowest step its ranks resumed from).
+The readings of one cycle end before its launcher joins the next, and node 0 waits for
+that join before the next cycle's reader starts: one writer of the file at a time, whichever
+host it runs on (a lost node's launcher writes no more: it is dead or fenced).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from slurm_ft import records
 # As often as node 0 looks at the progress source (``hang.judge.READINGS_PERIOD_S``): a
 # cycle's kept work is known to about this much.
 PERIOD_S = 0.5
+STOP_WAIT_S = 5.0
 
 
 class SnapshotReadings(threading.Thread):
@@ -54,8 +67,12 @@ class SnapshotReadings(threading.Thread):
                     records.append_reading(self._path, reading, self._add_line)
             self._stop_event.wait(self._period)
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT_S) -> None:
+        """Stop, and wait (bounded: an append is) for the last reading to be written: the
+        next cycle's reader may run on another host."""
         self._stop_event.set()
+        if self.is_alive():
+            self.join(wait)
 
 
 def watch(
@@ -70,3 +87,15 @@ def watch(
     thread = SnapshotReadings(newest_step, path, add_line, clock)
     thread.start()
     return thread
+
+
+def for_cycle(
+    slot: int | None,
+    newest_step: Callable[[], int | None] | None,
+    path: Path,
+    add_line: Callable[[Path, bytes], None] | None,
+    clock: Callable[[], float] = time.time,
+) -> SnapshotReadings | None:
+    """The cycle's readings' thread, started where this launcher runs node rank 0
+    (``slot``: its node rank this cycle, None on a spare); else None."""
+    return watch(newest_step, path, add_line, clock) if slot == 0 else None
