@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness, machine, table
+from benchmarks import cmdline, harness, machine, table
 from benchmarks.render_readme import RenderError, render
 from benchmarks.stats import Row, error_row
 
@@ -39,7 +39,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = cmdline.Parser(
         prog="python -m benchmarks",
         description="Measure slurm-ft beside torchrun (from the installed torch) and print one table.",
     )

@@ -14,13 +14,12 @@ turn, interleaved, so a before and an after share the machine's moments.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from benchmarks import launchers, proc
+from benchmarks import cmdline, launchers, proc
 from benchmarks.harness import REPO, WORKERS, Context, context
 from benchmarks.stats import summarize
 from benchmarks.workers import stamps
@@ -64,9 +63,9 @@ def once(ctx: Context, code: Path, nodes: int, script: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.first_start", description=__doc__.split("\n\n")[0])
+    p = cmdline.Parser(prog="python -m benchmarks.first_start", description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=4)
-    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--runs", type=cmdline.positive_int, default=7)
     p.add_argument("--code", type=Path, action="append", help="a checkout to measure (repeatable)")
     p.add_argument(
         "--worker",

@@ -63,6 +63,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks import cmdline
 from benchmarks import goodput_timeline as tl
 from slurm_ft import records
 from slurm_ft.drill import schedule
@@ -580,21 +581,30 @@ def apply_realistic(a: argparse.Namespace, argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
+    p = cmdline.Parser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=schedule.parse_seconds, default=1200.0, help="per run (default 20m)")
     p.add_argument("--every", type=schedule.parse_seconds, default=120.0, help="mean seconds between faults")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--mix", default="llama3")
-    p.add_argument("--step-time", type=float, default=0.2)
-    p.add_argument("--ckpt-every", type=int, default=25, help="steps between checkpoints (5 s at 0.2 s)")
+    p.add_argument("--step-time", type=cmdline.positive_float, default=0.2)
+    p.add_argument(
+        "--ckpt-every", type=cmdline.positive_int, default=25, help="steps between checkpoints (5 s at 0.2 s)"
+    )
     p.add_argument(
         "--hang-timeout",
         type=float,
         default=10.0,
         help="slurm-ft's --rank-heartbeat-timeout (0: off; the learned silence timeout finds a hang)",
     )
-    p.add_argument("--pg-timeout", type=float, default=60.0, help="the trainer's gloo timeout (both runs)")
-    p.add_argument("--target", type=int, default=None, help="time to this many steps (default: 3/4 of a run)")
+    p.add_argument(
+        "--pg-timeout",
+        type=cmdline.positive_float,
+        default=60.0,
+        help="the trainer's gloo timeout (both runs)",
+    )
+    p.add_argument(
+        "--target", type=cmdline.positive_int, help="time to this many steps (default: 3/4 of a run)"
+    )
     p.add_argument("--only", choices=("slurm-ft", "torchrun"), default=None)
     p.add_argument(
         "--torchrun-nodes",
@@ -612,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         "plus a lose-node every --lose-every s, 2 nodes train and a spare per lost node stands "
         "by (--nodes), snapshots every step, slurm-ft only",
     )
-    p.add_argument("--nodes", type=int, default=NODES, help=f"slurm-ft's job size (default {NODES})")
+    p.add_argument(
+        "--nodes", type=cmdline.positive_int, default=NODES, help=f"slurm-ft's job size (default {NODES})"
+    )
     p.add_argument(
         "--active-nodes",
         type=int,
@@ -651,14 +663,19 @@ def main(argv: list[str] | None = None) -> int:
         apply_lose_node(a, argv if argv is not None else sys.argv[1:])
     if a.target is None:
         a.target = int(0.75 * a.duration / a.step_time)
-    if a.faults is not None:
-        plan = schedule.parse_schedule(a.faults.read_text())
-    else:
-        plan = schedule.seeded(
-            a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES
-        )
-    if a.schedule == "lose-node":
-        plan = a.drill_plan = lose_node_plan(a)
+    try:
+        if a.faults is not None:
+            plan = schedule.parse_schedule(a.faults.read_text())
+        else:
+            plan = schedule.seeded(
+                a.every, schedule.parse_mix(a.mix), a.seed, a.duration, ACTIVE_NODES, ACTIVE_NODES
+            )
+        if a.schedule == "lose-node":
+            plan = a.drill_plan = lose_node_plan(a)
+    except schedule.ScheduleError as exc:
+        p.error(f"--faults {a.faults}: {exc}" if a.faults is not None else str(exc))
+    except OSError as exc:
+        p.error(f"--faults {a.faults}: {exc.strerror}")
         lost = sum(1 for p in plan if p.fault is Fault.LOSE_NODE)
         if a.nodes < a.active_nodes + lost:
             print(

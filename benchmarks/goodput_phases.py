@@ -14,13 +14,14 @@ to the whole. Read-only; prints one table per event.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks import cmdline
 
 SLURMCTLD_LOG = Path("/var/tmp/slurm-ft-local/log/slurmctld.log")
 _LAUNCHER = re.compile(r"^(\S+Z) (\S+) slurm-ft-launch: (.*)$")
@@ -172,12 +173,12 @@ def show(title: str, moments: list[Moment]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.goodput_phases", description=__doc__.split("\n\n")[0]
-    )
+    p = cmdline.Parser(prog="python -m benchmarks.goodput_phases", description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="the goodput run's --out")
     p.add_argument("--slurmctld-log", type=Path, default=SLURMCTLD_LOG)
     a = p.parse_args(argv)
+    if not (a.run / "results.json").is_file():
+        p.error(f"{a.run}: no results.json here (give a goodput run's --out)")
     work = a.run / "slurm-ft"
     results = json.loads((a.run / "results.json").read_text())
     run = next(r for r in results["runs"] if r["tool"] == "slurm-ft")

@@ -37,7 +37,6 @@ ledger's learned gap, and the launcher log's lines that announce a learned timeo
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -49,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import cmdline
 from tests.integration.launch_cluster import EXAMPLES, SimJob
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,14 +171,21 @@ def report(r: Result) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--duration", type=float, default=300.0, help="seconds each trainer runs (about)")
+    p = cmdline.Parser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--duration", type=cmdline.positive_float, default=300.0, help="seconds each trainer runs (about)"
+    )
     p.add_argument("--warmup", type=float, default=20.0, help="--hang-initial-timeout for the runs")
-    p.add_argument("--only", default=",".join(TRAINERS), help=f"comma-separated: {', '.join(TRAINERS)}")
+    p.add_argument(
+        "--only",
+        type=cmdline.names(list(TRAINERS)),
+        default=",".join(TRAINERS),
+        help=f"comma-separated: {', '.join(TRAINERS)}",
+    )
     p.add_argument("--nodes", type=int, default=2, help="simulated nodes per trainer")
     p.add_argument("--uncaptured", action="store_true", help="no cycle log: the launcher samples the output")
     a = p.parse_args()
-    chosen = [TRAINERS[n] for n in a.only.split(",") if n]
+    chosen = [TRAINERS[n] for n in a.only]
     results: dict[str, Result] = {}
 
     def one(trainer: Trainer) -> None:

@@ -41,7 +41,6 @@ warm-up), and the two launchers, learned and fixed, run side by side to save the
 
 from __future__ import annotations
 
-import argparse
 import re
 import statistics
 import sys
@@ -49,6 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import cmdline
 from tests.integration.launch_cluster import SimJob
 
 WORKER = Path(__file__).resolve().parent.parent / "tests" / "integration" / "rhythm_worker.py"
@@ -182,10 +182,12 @@ def cpu_run(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--every", type=float, default=1.0, help="the trainer's interval between lines (s)")
+    p = cmdline.Parser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--every", type=cmdline.positive_float, default=1.0, help="the trainer's interval between lines (s)"
+    )
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=cmdline.positive_int, default=3)
     p.add_argument("--print-ranks", help="only these ranks print (default: all 4; '0': node 0's rank 0)")
     p.add_argument("--cpu", type=float, default=0.0, help="measure launcher CPU over S s instead")
     p.add_argument("--idle", action="store_true", help="with --cpu: the workers write nothing")

@@ -21,13 +21,12 @@ run it alone, ``python -m benchmarks.health_interval_cpu``):
 
 from __future__ import annotations
 
-import argparse
 import resource
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import launcher_cpu, proc
+from benchmarks import cmdline, launcher_cpu, proc
 from benchmarks.harness import Context, context
 from slurm_ft.config import HealthSettings
 from slurm_ft.health import run_checks
@@ -103,9 +102,13 @@ def launcher_percent(ctx: Context, seconds: float) -> dict[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.health_interval_cpu", description=__doc__)
-    parser.add_argument("--runs", type=int, default=200, help="runs averaged per row (default 200)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="the launchers' window (default 60)")
+    parser = cmdline.Parser(prog="python -m benchmarks.health_interval_cpu", description=__doc__)
+    parser.add_argument(
+        "--runs", type=cmdline.positive_int, default=200, help="runs averaged per row (default 200)"
+    )
+    parser.add_argument(
+        "--seconds", type=cmdline.positive_float, default=60.0, help="the launchers' window (default 60)"
+    )
     args = parser.parse_args(argv)
     local_cpu, local_wall = per_run_ms(args.runs, [])
     child_cpu, child_wall = per_run_ms(args.runs, ["/proc/self"])  # procfs: not a local disk

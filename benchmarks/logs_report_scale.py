@@ -25,7 +25,6 @@ times grow from 256 to 4,096 nodes (16x the nodes).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -33,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks import cmdline
 
 NPROC = 4
 T0 = 1_800_000_000.0
@@ -209,17 +210,17 @@ def time_command(prog: str, args: list[str], state: Path, out: Path, runs: int) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--nodes", default="256,1024,4096")
-    p.add_argument("--cycles", type=int, default=4)
-    p.add_argument("--runs", type=int, default=3)
+    p = cmdline.Parser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--nodes", type=cmdline.sizes, default="256,1024,4096")
+    p.add_argument("--cycles", type=cmdline.positive_int, default=4)
+    p.add_argument("--runs", type=cmdline.positive_int, default=3)
     p.add_argument("--dir", help="where the jobs are written (default: a temporary dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the jobs")
     p.add_argument(
         "--snapshots", action="store_true", help="the workers take snapshots (a record per node and cycle)"
     )
     a = p.parse_args(argv)
-    sizes = [int(n) for n in a.nodes.split(",")]
+    sizes = a.nodes
     root = Path(a.dir or tempfile.mkdtemp(prefix="slurm-ft-logs-report-scale-"))
     rows: dict[str, dict[int, float]] = {}
     try:

@@ -16,7 +16,6 @@ command's peak memory (max RSS) is reported, which must not grow with the file.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import subprocess
@@ -26,6 +25,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks import cmdline
 from benchmarks.harness import Context
 from benchmarks.stats import Row, Summary, Target, summarize
 
@@ -225,9 +225,9 @@ def run(ctx: Context) -> Iterator[Row]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--runs", type=int, default=3)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=cmdline.positive_int, default=1024)
+    parser.add_argument("--runs", type=cmdline.positive_int, default=3)
     parser.add_argument("--dir", default=None, help="where the file is made (default: a temp dir in /tmp)")
     parser.add_argument("--per-rank-numbers", action="store_true", help="the hard case for --collapse")
     args = parser.parse_args()

@@ -9,7 +9,6 @@ machine absolute times drift; the difference is what the command itself costs.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import subprocess
@@ -18,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import cmdline
 from benchmarks.stats import summarize
 
 TARGET_S = 0.150
@@ -59,8 +59,8 @@ def _make_history(state: Path, it_file: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=cmdline.positive_int, default=20)
     args = parser.parse_args()
     cli = str(Path(sys.executable).parent / "slurm-ft-progress")
     with tempfile.TemporaryDirectory(prefix="slurm-ft-bench-progress-") as tmp:

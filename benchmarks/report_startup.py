@@ -11,14 +11,13 @@ difference is what the command itself costs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import proc
+from benchmarks import cmdline, proc
 from benchmarks.stats import summarize
 
 TARGETS_S = {
@@ -96,12 +95,17 @@ def make_history(path: Path) -> None:
         )
         atomicfile.write_json(state.attempt_outcome(attempt, run_uuid), outcome.to_json())
         t += 600  # queue wait
-    save_ledger(state.ledger, Ledger(cycles=entries, iteration_file="/ckpt/latest"))
+    save_ledger(
+        state.ledger,
+        Ledger(
+            cycles=entries, source="iteration-file:/ckpt/latest", seen_source="iteration-file:/ckpt/latest"
+        ),
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=cmdline.positive_int, default=10)
     args = parser.parse_args()
     cli = str(Path(sys.executable).parent / "slurm-ft-report")
     env = _env()

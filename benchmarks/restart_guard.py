@@ -18,14 +18,13 @@ Two measurements, each with and without a progress source, interleaved run by ru
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from benchmarks import harness, launchers, proc, restart_latency
+from benchmarks import cmdline, harness, launchers, proc, restart_latency
 from benchmarks.stats import summarize
 
 TARGET_S = 0.1
@@ -84,8 +83,10 @@ def guard_once(work: Path, with_source: bool, early: bool) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="launcher runs per side (the guard alone: x10)")
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs", type=cmdline.positive_int, default=5, help="launcher runs per side (the guard alone: x10)"
+    )
     parser.add_argument("--skip-launcher", action="store_true", help="only the guard alone")
     args = parser.parse_args()
     with harness.context(quick=False) as ctx:

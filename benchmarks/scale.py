@@ -14,7 +14,6 @@ Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--st
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import itertools
 import json
@@ -26,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import proc
+from benchmarks import cmdline, proc
 from benchmarks.harness import WORKERS
 from benchmarks.workers import scale_sim as sim
 from slurm_ft.launch.rendezvous import beatperiod
@@ -116,10 +115,17 @@ def one_size(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="64,256,1024")
-    p.add_argument("--per-process", type=int, default=64, help="simulated launchers per peer process")
-    p.add_argument("--steady", type=float, default=20.0, help="seconds of node 0's steady CPU measurement")
+    p = cmdline.Parser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=cmdline.sizes, default="64,256,1024")
+    p.add_argument(
+        "--per-process", type=cmdline.positive_int, default=64, help="simulated launchers per peer process"
+    )
+    p.add_argument(
+        "--steady",
+        type=cmdline.positive_float,
+        default=20.0,
+        help="seconds of node 0's steady CPU measurement",
+    )
     p.add_argument(
         "--torch-listener",
         action="store_true",
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))
     rows = []
     for n in sizes:

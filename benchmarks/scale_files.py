@@ -12,7 +12,6 @@ Usage: python -m benchmarks.scale_files [--sizes 2,4,8] [--out PATH]
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -21,7 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from benchmarks import launchers, proc
+from benchmarks import cmdline, launchers, proc
 from benchmarks.harness import Context
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,14 +56,14 @@ def one_job(ctx: Context, n: int, cycles: int, where: Path) -> Counter[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scale_files", description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="2,4,8")
+    p = cmdline.Parser(prog="python -m benchmarks.scale_files", description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=cmdline.sizes, default="2,4,8")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="slurm-ft-files-") as tmp:
         ctx = Context(False, Path(tmp), os.urandom(8).hex(), Path(sys.executable).parent)
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in args.sizes:
             one = one_job(ctx, n, 1, Path(tmp) / f"n{n}-c1")
             two = one_job(ctx, n, 2, Path(tmp) / f"n{n}-c2")
             grown = {d: two[d] - one.get(d, 0) for d in two if two[d] != one.get(d, 0)}

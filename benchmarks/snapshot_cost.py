@@ -22,7 +22,6 @@ each taken against a reference measured in the same round.
 
 from __future__ import annotations
 
-import argparse
 import json
 import mmap
 import os
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import cmdline
 from slurm_ft import privatefiles
 from slurm_ft.snapshot import area, session
 
@@ -114,9 +114,9 @@ def timed(fn: object) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=cmdline.positive_float, default=1.0)
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     state = make_state(args.gib)

@@ -12,7 +12,6 @@ threads, none of its workers) is read over ``--window-s`` seconds, and its RSS a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -21,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import launchers, proc
+from benchmarks import cmdline, launchers, proc
 from benchmarks.harness import WORKERS, Context, context
 from benchmarks.snapshot_replicas import rss_mib, shm_mapped_mib
 
@@ -102,9 +101,9 @@ def one_job(ctx: Context, name: str, mib: int, replicas: bool, window_s: float, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--window-s", type=float, default=20.0)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=cmdline.positive_int, default=256)
+    parser.add_argument("--window-s", type=cmdline.positive_float, default=20.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results = []

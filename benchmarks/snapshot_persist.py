@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks import cmdline
+
 DISK = Path(os.environ.get("TMPDIR") or "/tmp")
 SHM = Path("/dev/shm")
 APPROACHES = ("torch.save child", "warm torch.save", "byte copy child", "byte copy in process")
@@ -112,10 +114,12 @@ def one_size(mib: int, rounds: int) -> dict[str, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", default="256,1024", help="state sizes, MiB, comma-separated")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--burners", type=int, default=2)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--mib", type=cmdline.sizes, default="256,1024", help="state sizes, MiB, comma-separated"
+    )
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=3)
+    parser.add_argument("--burners", type=cmdline.positive_int, default=2)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", nargs=2, metavar=("SLOT", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         torch_save(Path(args.child[0]), Path(args.child[1]))
         return 0
 
-    sizes = [int(x) for x in args.mib.split(",")]
+    sizes = args.mib
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)]
     try:
         results = {f"{mib} MiB": one_size(mib, args.rounds) for mib in sizes}

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import proc
+from benchmarks import cmdline, proc
 from slurm_ft import privatefiles
 from slurm_ft.snapshot import layout, reader
 
@@ -113,10 +113,10 @@ def _step(area: Path) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=16)
-    parser.add_argument("--phase-s", type=float, default=6.0)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=cmdline.positive_int, default=16)
+    parser.add_argument("--phase-s", type=cmdline.positive_float, default=6.0)
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=4)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--train", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)

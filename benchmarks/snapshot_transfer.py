@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import cmdline
 from slurm_ft import privatefiles
 from slurm_ft.snapshot import area, layout, reader, session
 
@@ -121,9 +122,9 @@ def measure(gib: float, rounds: int) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, nargs="+", default=[1.0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = cmdline.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=cmdline.positive_float, nargs="+", default=[1.0])
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

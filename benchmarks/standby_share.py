@@ -17,12 +17,11 @@ from one run only.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import uuid
 from pathlib import Path
 
-from benchmarks import launchers, proc
+from benchmarks import cmdline, launchers, proc
 from benchmarks.harness import WORKERS, Context, context, interleave
 from benchmarks.workers import stamps
 
@@ -68,15 +67,18 @@ def once(ctx: Context, baseline: Path | None, *, standbys_after: bool = True) ->
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.standby_share", description=__doc__)
+    parser = cmdline.Parser(prog="python -m benchmarks.standby_share", description=__doc__)
     parser.add_argument("--baseline", type=Path, required=True)
     parser.add_argument(
         "--this",
         type=Path,
         help="this code as a tree too (git archive HEAD slurm_ft), for a like-for-like start",
     )
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=cmdline.positive_int, default=5)
     args = parser.parse_args()
+    for given in (args.baseline, args.this):
+        if given is not None and not (given / "slurm_ft" / "__init__.py").is_file():
+            parser.error(f"{given}: no slurm_ft package here (give a tree of the code to compare)")
     this = args.this.resolve() if args.this else None
     with context(False) as ctx:
         contest = interleave(

@@ -14,7 +14,6 @@ closed and a launcher must be able to join again (the store recovers).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import multiprocessing
@@ -23,6 +22,8 @@ import socket
 import sys
 import time
 from multiprocessing.connection import Connection
+
+from benchmarks import cmdline
 
 
 def _host(nofile: int, ready: Connection) -> None:
@@ -108,11 +109,16 @@ def measure(nofile: int, step: int, limit: int, join_s: float) -> dict[str, obje
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = cmdline.Parser(description=__doc__.splitlines()[0])
     p.add_argument("--nofile", type=int, default=resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    p.add_argument("--step", type=int, default=50)
+    p.add_argument("--step", type=cmdline.positive_int, default=50)
     p.add_argument("--max", type=int, default=5000)
-    p.add_argument("--join-s", type=float, default=30.0, help="how long a new launcher may take to connect")
+    p.add_argument(
+        "--join-s",
+        type=cmdline.positive_float,
+        default=30.0,
+        help="how long a new launcher may take to connect",
+    )
     args = p.parse_args(argv)
     print(json.dumps(measure(args.nofile, args.step, args.max, args.join_s)))
     return 0

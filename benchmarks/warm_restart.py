@@ -17,12 +17,11 @@ and checkpoint load (stamped by the trainer, the slowest rank's), shown on their
 
 from __future__ import annotations
 
-import argparse
 import re
 import uuid
 from pathlib import Path
 
-from benchmarks import launchers, proc, table
+from benchmarks import cmdline, launchers, proc, table
 from benchmarks.harness import WORKERS, Context, context, interleave
 from benchmarks.stats import Row, Target, summarize
 from benchmarks.workers import stamps
@@ -169,8 +168,8 @@ def run(ctx: Context, runs: int | None = None) -> list[Row]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.warm_restart", description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
+    parser = cmdline.Parser(prog="python -m benchmarks.warm_restart", description=__doc__)
+    parser.add_argument("--runs", type=cmdline.positive_int, default=3)
     args = parser.parse_args()
     with context(False) as ctx:
         rows = run(ctx, args.runs)

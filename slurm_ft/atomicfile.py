@@ -1,4 +1,5 @@
-"""Crash-safe replacement of small files (ledger, records, metrics).
+"""Crash-safe writes of small files: replacement (ledger, records, metrics) and whole-line
+appends (timed readings).
 
 A reader on another node must see either the old file or the new one, never a torn mix,
 and a power loss must not leave an empty ledger: temp file in the same directory, fsync,
@@ -40,6 +41,17 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, keep_backup: bool 
 def write_json(path: str | os.PathLike[str], obj: Any, *, keep_backup: bool = False) -> None:
     data = (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
     write_bytes(path, data, keep_backup=keep_backup)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one whole line in one ``O_APPEND`` write, the file made private: a reader
+    sees complete lines, and at worst a torn last line after a crash, which it skips."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def _link_backup(target: Path) -> None:

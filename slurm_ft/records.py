@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -441,15 +440,7 @@ def append_reading(
     at worst a torn last line after a crash, which it skips. ``add``: how the line is
     appended (the launcher's is bounded in time, ``launch.books.stateio``)."""
     line = (json.dumps(reading.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    if add is not None:
-        add(path, line)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    (add or atomicfile.append_line)(path, line)
 
 
 def write(

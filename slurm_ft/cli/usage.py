@@ -86,11 +86,8 @@ class _Formatter(argparse.HelpFormatter):
 
 def terminal_columns() -> int:
     """``$COLUMNS``, else the terminal's width, else 80 (``shutil.get_terminal_size``'s rule)."""
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns > 0:
+    columns = _columns_set()
+    if columns:
         return columns
     out = sys.__stdout__
     if out is None:
@@ -105,13 +102,15 @@ def table_width(stdout_is_tty: bool) -> int | None:
     """Width for a command's tables: ``$COLUMNS`` when set (also when piped: a user who
     sets it means it); on a terminal None (rich asks it); else 120, since off a terminal
     rich would squeeze a table into 80 columns and cut its cells short."""
+    return _columns_set() or (None if stdout_is_tty else 120)
+
+
+def _columns_set() -> int:
+    """``$COLUMNS`` when it is a width (0: unset, or not one)."""
     try:
-        columns = int(os.environ.get("COLUMNS", "0"))
+        return max(0, int(os.environ.get("COLUMNS", "0")))
     except ValueError:
-        columns = 0
-    if columns > 0:
-        return columns
-    return None if stdout_is_tty else 120
+        return 0
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:

@@ -28,6 +28,11 @@ class Translation:
     config_file: str | None = None
     notes: list[str] = field(default_factory=list)
 
+    def check(self, name: str, on: bool) -> None:
+        """Turn the health check ``name`` on or off; the later option wins."""
+        (self.checks_on if on else self.checks_off).add(name)
+        (self.checks_off if on else self.checks_on).discard(name)
+
 
 Apply = Callable[[str, Value, Translation], None]
 
@@ -100,14 +105,11 @@ def tolerance_mb(what: str, v: Value, t: Translation) -> None:
 
 
 def nic_check(what: str, v: Value, t: Translation) -> None:
-    if boolean(what, v):
-        t.checks_on.add("nic")
-        t.checks_off.discard("nic")
+    on = boolean(what, v)
+    t.check("nic", on)
+    if on:
         # ft_launcher fails a port that went from ACTIVE to not ACTIVE: the transition mode.
         t.overrides["health.nic_mode"] = "transition"
-    else:
-        t.checks_off.add("nic")
-        t.checks_on.discard("nic")
 
 
 def storage_paths(what: str, v: Value, t: Translation) -> None:
@@ -117,16 +119,14 @@ def storage_paths(what: str, v: Value, t: Translation) -> None:
         raise CompatError(f"{what}: paths must be absolute, got {bad[0]!r}")
     t.overrides["health.paths"] = paths
     if paths:
-        t.checks_on.add("storage")
-        t.checks_off.discard("storage")
+        t.check("storage", True)
 
 
 def dist_storage(what: str, v: Value, t: Translation) -> None:
     on = boolean(what, v)
     t.overrides["health.discover_mounts"] = on
     if on:
-        t.checks_on.add("storage")
-        t.checks_off.discard("storage")
+        t.check("storage", True)
 
 
 def base_logfile(what: str, v: Value, t: Translation) -> None:

@@ -63,28 +63,8 @@ def _coerce(path: str, tp: Any, value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
             return False
         raise ConfigError(f"{YAML_ROOT}.{path}: expected bool, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{YAML_ROOT}.{path}: expected int, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(f"{YAML_ROOT}.{path}: expected int, got {value!r}")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{YAML_ROOT}.{path}: expected number, got {value!r}")
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(f"{YAML_ROOT}.{path}: expected number, got {value!r}")
+    if tp is int or tp is float:
+        return _number(path, tp, value)
     if tp is str:
         if isinstance(value, str):
             return value
@@ -92,6 +72,20 @@ def _coerce(path: str, tp: Any, value: Any) -> Any:
             return str(value)
         raise ConfigError(f"{YAML_ROOT}.{path}: expected string, got {value!r}")
     raise ConfigError(f"{YAML_ROOT}.{path}: unsupported setting type {tp!r}")
+
+
+def _number(path: str, tp: type[int] | type[float], value: Any) -> int | float:
+    """An int setting takes an int or its digits; a float one an int, a float or their
+    text. A bool is neither, though Python calls it an int."""
+    taken = (int,) if tp is int else (int, float)
+    if isinstance(value, taken) and not isinstance(value, bool):
+        return tp(value)
+    if isinstance(value, str):
+        try:
+            return tp(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{YAML_ROOT}.{path}: expected {'int' if tp is int else 'number'}, got {value!r}")
 
 
 def apply(settings: Settings, values: Mapping[str, Any]) -> Settings:

@@ -178,6 +178,14 @@ def signalled_stop(
     verdict = peer_signalled(previous_failure)
     if verdict is None or previous_failure is None:
         return None
+    return stop_record(verdict, cycle, now, nodes, previous_failure)
+
+
+def stop_record(
+    verdict: Verdict, cycle: int, now: float, nodes: tuple[str, ...], previous_failure: Failure | None
+) -> Decision:
+    """What every stop says: the verdict's reason and exit code, the job's nodes and the
+    first failure (the coordinator adds the nodes it judged bad)."""
     return Decision(
         Action.STOP,
         cycle,
@@ -185,7 +193,7 @@ def signalled_stop(
         exit_code=verdict.exit_code,
         start_time=now,
         nodes=nodes,
-        first_failure=previous_failure.to_json(),
+        first_failure=previous_failure.to_json() if previous_failure else None,
     )
 
 

@@ -235,16 +235,7 @@ def cycles_table(report: Report) -> object:
     hidden = len(report.cycles) - len(shown)
     title = f"cycles (the last {len(shown)}; all {len(report.cycles)} in --json)" if hidden else "cycles"
     cycles = Table(title=title, title_justify="left")
-    for name in (
-        "cycle",
-        "attempt",
-        "start (UTC)",
-        "duration",
-        "outcome",
-        "progress",
-        "first failure",
-        "nodes",
-    ):
+    for name in CYCLE_COLUMNS:
         cycles.add_column(name, overflow="fold")
     for c in shown:
         cycles.add_row(

@@ -2,27 +2,22 @@
 the job's user, created by the launcher, swept when its launcher is gone.
 
 The name carries the user id and the job's key (``slurm-ft-snap.<uid>.<key>``), and the
-area holds a ``launcher`` file with the creating launcher's pid and start tick. A sweep
-removes only directories of this user's name pattern, owned by this user, whose launcher
-is no longer running (checked by pid *and* start tick, so a reused pid never keeps an
-ended job's memory, and a live job's launcher is never swept) - shared memory outlives
-every process, and nothing else would ever free it after a SIGKILLed launcher.
+area holds the owner record of :mod:`slurm_ft.leftovers` (the creating launcher's pid and
+start tick); the sweep is that module's, over this user's names of this pattern.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import stat
-import time
 from pathlib import Path
 from typing import NamedTuple
 
-from slurm_ft import atomicfile, privatefiles, procident
+from slurm_ft import leftovers
 
 DEFAULT_ROOT = Path("/dev/shm")
 PREFIX = "slurm-ft-snap"
-OWNER_FILE = "launcher"
+OWNER_FILE = leftovers.OWNER_FILE
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 # An area without its launcher file is one whose launcher died between mkdir and the
 # write; it is swept once it is this old (a live launcher writes it within milliseconds).
@@ -70,9 +65,7 @@ def create(root: Path, uid: int, job_key: str, pid: int, start_ticks: int | None
         )
     try:
         os.chmod(path, 0o700)
-        atomicfile.write_bytes(
-            path / OWNER_FILE, f"{pid} {start_ticks if start_ticks is not None else -1}\n".encode()
-        )
+        leftovers.claim(path, pid, start_ticks)
     except OSError as exc:
         raise AreaError(f"snapshot area {path}: cannot write to it: {exc.strerror}") from None
     return path
@@ -82,17 +75,7 @@ def private_problem(path: Path, uid: int) -> str | None:
     """Why ``path`` is not an area that only ``uid`` can read and write (None: it is one).
     Snapshots hold the trainer's state, and a reader unpickles their skeletons: an area
     anyone else could write to is never used."""
-    try:
-        st = path.lstat()
-    except OSError as exc:
-        return f"snapshot area {path}: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"snapshot area {path}: not a directory"
-    if st.st_uid != uid:
-        return f"snapshot area {path}: owned by uid {st.st_uid}, not {uid}"
-    if st.st_mode & 0o077:
-        return f"snapshot area {path}: open to others (mode {stat.S_IMODE(st.st_mode):o}, wanted 700)"
-    return None
+    return leftovers.private_problem(path, uid, "snapshot area")
 
 
 class Space(NamedTuple):  # not a dataclass: made on every launcher's start (see workers/env.py)
@@ -145,50 +128,23 @@ def held(area: Path) -> int:
 def sweep(root: Path, uid: int, keep: Path | None = None, *, now: float | None = None) -> list[Path]:
     """Remove the areas of ``uid`` under ``root`` whose launcher is gone; ``keep`` (this
     launcher's own area) is never removed. Returns what was removed; never raises."""
-    removed: list[Path] = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return removed
     mine = f"{PREFIX}.{uid}."
-    for entry in entries:
-        if not entry.name.startswith(mine) or not _KEY.fullmatch(entry.name[len(mine) :]):
-            continue
-        path = Path(entry.path)
-        if keep is not None and path == keep:
-            continue
-        if private_problem(path, uid) is not None or _launcher_alive(path, now):
-            continue
-        privatefiles.remove_tree(path)
-        removed.append(path)
-    return removed
+
+    def ours(name: str) -> bool:
+        return name.startswith(mine) and _KEY.fullmatch(name[len(mine) :]) is not None
+
+    return leftovers.sweep(root, uid, ours, lambda path: _being_claimed(path, now), keep)
 
 
 def _owned_by_another_live_launcher(area: Path, pid: int) -> bool:
-    try:
-        owner = int((area / OWNER_FILE).read_text(encoding="ascii").split()[0])
-    except (OSError, UnicodeDecodeError, IndexError, ValueError):
-        owner = None
-    return owner != pid and _launcher_alive(area, None)
+    found = leftovers.owner(area)
+    return leftovers.recorded_pid(area) != pid and (
+        found is leftovers.Owner.LIVE or (found is leftovers.Owner.UNRECORDED and _being_claimed(area, None))
+    )
 
 
-def _launcher_alive(area: Path, now: float | None) -> bool:
-    try:
-        text = (area / OWNER_FILE).read_text(encoding="ascii")
-    except FileNotFoundError:
-        try:
-            age = (now if now is not None else time.time()) - area.stat().st_mtime
-        except OSError:
-            return False
-        return age < _UNCLAIMED_AGE_S
-    except (OSError, UnicodeDecodeError):
-        return True  # unreadable: not provably ended, so not ours to remove
-    parts = text.split()
-    try:
-        pid, ticks = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return True
-    return procident.is_same(pid, ticks if ticks >= 0 else None)
+def _being_claimed(area: str | os.PathLike[str], now: float | None) -> bool:
+    return leftovers.changed_within(area, _UNCLAIMED_AGE_S, now)
 
 
 def human(n: int) -> str:

@@ -27,6 +27,7 @@ BOTTOM = {
     "childprobe",
     "logline",
     "parentdeath",
+    "leftovers",
 }
 # What each room may not import (a room is the first name below slurm_ft).
 FORBIDDEN = {

@@ -170,21 +170,11 @@ def stuck_detail(stuck: list[Survivor]) -> str:
 class Bookkeeper:
     """One launcher's records: which it writes, when, and through which bounded access."""
 
-    def __init__(
-        self,
-        state: StateDir,
-        job: SlurmJob,
-        run_id: str,
-        topo: Topology,
-        clock: Callable[[], float],
-        *,
-        applog_prefix: str | None = None,
-        applog_per_node: bool = False,
-    ) -> None:
+    def __init__(self, state: StateDir, forms: RecordForms) -> None:
         self.state = state
-        self.job = job
-        self.clock = clock
-        self.forms = RecordForms(job, run_id, topo, clock, applog_prefix, applog_per_node)
+        self.job = job = forms.job
+        self.clock = forms.clock
+        self.forms = forms
         self.is_node0 = job.node_rank == 0
         self.private_records: bool | None = None  # peers: the state dir is not shared with node 0
         self.deferred: list[Callable[[], None]] = []
@@ -204,15 +194,8 @@ class Bookkeeper:
         ``launch.write_timeout``, a stall reported through ``on_event``, waits cut short
         once ``interrupted`` (a signal arrived)."""
         applog = cfg.settings.applog
-        books = cls(
-            cfg.state,
-            cfg.job,
-            cfg.run_id,
-            cfg.topo,
-            clock,
-            applog_prefix=applog.prefix,
-            applog_per_node=applog.per_node,
-        )
+        forms = RecordForms(cfg.job, cfg.run_id, cfg.topo, clock, applog.prefix, applog.per_node)
+        books = cls(cfg.state, forms)
         books.io = StateIO(
             cfg.state.path, cfg.job.node_name, timeout=cfg.settings.launch.write_timeout, on_event=on_event
         )
@@ -262,10 +245,8 @@ class Bookkeeper:
             self.io.written_by(self.state.outcome, run.run_uuid) or self.private_records is False
         ):
             return
-        rec = self.forms.outcome(run, ending)
         with contextlib.suppress(OSError) if not self.is_node0 else contextlib.nullcontext():
-            self._write(self.state.outcome, rec)
-            self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+            self._write_outcome(run, ending)
 
     def node0_lost(self, run: RunSummary, ending: Ending, budget: float) -> None:
         """A peer whose node 0 froze: node 0 writes nothing any more, so the peer writes the
@@ -274,11 +255,15 @@ class Bookkeeper:
         peers may: each writes the same thing, atomically. Waits at most ``budget``."""
         if self.io.written_by(self.state.outcome, run.run_uuid):
             return
-        rec = self.forms.outcome(run, ending)
         with contextlib.suppress(OSError):
-            self._write(self.state.outcome, rec)
-            self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
+            self._write_outcome(run, ending)
             self.io.settle(budget)
+
+    def _write_outcome(self, run: RunSummary, ending: Ending) -> None:
+        """The attempt's outcome, and its copy under ``outcomes/``. Raises OSError."""
+        rec = self.forms.outcome(run, ending)
+        self._write(self.state.outcome, rec)
+        self._write(self.state.attempt_outcome(self.job.attempt, run.run_uuid), rec)
 
     def settle(self, run: RunSummary, ending: Ending, budget: float) -> tuple[Ending, str | None]:
         """The outcome record, then what was kept while the state dir did not answer, waiting

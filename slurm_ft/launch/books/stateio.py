@@ -172,7 +172,7 @@ class StateIO:
     def add_line(self, path: Path, line: bytes) -> None:
         """Append one whole line (a timed reading); dropped while the state dir is stalled."""
         if not self.scribed:
-            _append_line(path, line)
+            atomicfile.append_line(path, line)
             return
         self._simple(wire.OP_ADDLINE, path, line)
 
@@ -286,16 +286,6 @@ class StateIO:
         """End the child within ``budget`` (SIGKILL and leave it behind when it is stuck)."""
         if self._scribe is not None:
             self._scribe.close(0.0 if self._scribe.stalled() else budget)
-
-
-def _append_line(path: Path, line: bytes) -> None:
-    """The local disk's append: one write of the whole line, the file made private."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
 
 
 def unanswered(root: Path, node: str, timeout: float) -> str | None:

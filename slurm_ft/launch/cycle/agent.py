@@ -25,7 +25,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft import privatefiles
 from slurm_ft.launch import hang, policy, spares
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
@@ -45,6 +44,7 @@ from slurm_ft.launch.snapshots import readings
 from slurm_ft.launch.snapshots.node import NodeSnapshots
 from slurm_ft.launch.succession.storeloss import StoreHostLoss
 from slurm_ft.launch.wayout import Exit
+from slurm_ft.launch.workers import rundir
 from slurm_ft.launch.workers.group import CycleWorkers, standby_pool
 from slurm_ft.launch.workers.layout import Topology
 from slurm_ft.records import node_name
@@ -114,7 +114,7 @@ class Agent:
         self.sealer = Sealer(None)
         self.hangs: hang.NodeWatch | None = None
         self.wake = WakePipe()
-        self.run_dir = private_run_dir()
+        self.run_dir = private_run_dir(events.event)
         self.prom = prom_writer(cfg.settings.launch.prom_file, events)
         self.standbys = standby_pool(cfg, self.run_dir, events)
         self.store_loss = StoreHostLoss(
@@ -333,10 +333,15 @@ class Agent:
             self.prom.update(metrics_of(self))
 
 
-def private_run_dir() -> Path:
-    """The workers' heart-beat slots and stack files: in shared memory when there is."""
-    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    return privatefiles.create_dir(shm, "slurm-ft-")
+def private_run_dir(event: Callable[[str], None]) -> Path:
+    """The workers' heart-beat slots and stack files: in shared memory when there is. The
+    run dirs that ended launchers of this user left beside it go."""
+    shm = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+    path = rundir.create(shm)
+    removed = rundir.sweep(path.parent, os.getuid(), keep=path)
+    if removed:
+        event(f"removed {len(removed)} run dir(s) left by ended launchers in {path.parent}")
+    return path
 
 
 def prom_writer(path: str | None, events: EventLog) -> PromFileWriter | None:

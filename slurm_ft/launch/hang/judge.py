@@ -72,7 +72,7 @@ class JobJudge:
         self.said_warm = False  # the launcher log said that the known start-up ended the warm-up
         self.iteration_rhythm = learn.begin(ticks(), history[1])
         self.said: dict[str, float | None] = {"silence": None, "iteration": None}
-        self.peer_seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
+        self.peers = PeerQuiet()
         self.fresh = True  # no look yet in this cycle
         # The peer monitor wakes every second anyway: it samples this node's workers while
         # the learning wants finer samples than the loop's fixed period (None: one node).
@@ -91,7 +91,7 @@ class JobJudge:
         self.silence_rhythm = learn.begin(now, self.silence_rhythm.longest, startup)
         self.said_warm = False
         self.iteration_rhythm = learn.begin(now, self.iteration_rhythm.longest)
-        self.peer_seen.clear()
+        self.peers.forget()
         self.fresh = True
 
     def learned_startup(self) -> float | None:
@@ -158,7 +158,9 @@ class JobJudge:
             peers = [k for k in active if k != host]
             reports = self.client.silences(peers) if peers else []
             mine = [own] if node0_runs else []
-            quiet = [*mine, *(self._peer_quiet(k, r, i, now) for k, r in zip(peers, reports, strict=True))]
+            floor = policy.report_after if policy.learning else 0.0
+            theirs = [self.peers.quiet(k, r, i, now, floor) for k, r in zip(peers, reports, strict=True)]
+            quiet = [*mine, *theirs]
         else:
             quiet = []
         if policy.learning and (quiet or node0_runs):
@@ -245,21 +247,6 @@ class JobJudge:
             until_limit = learn.limit(policy, self.silence_rhythm, now) - own
         self.hangs.set_pace(learn.pace(policy, every, base, own, sampler, due, exact, until_limit))
 
-    def _peer_quiet(self, k: int, raw: str, i: int, now: float) -> float:
-        """A peer's quiet now: what it reported when it fell silent, plus the time since node 0
-        first read that report (a report says only a transition)."""
-        value = hang.parse_report(raw, i) or 0.0
-        if not value:
-            if self.peer_seen.pop(k, None) is not None:
-                return 0.0  # it spoke since the last look
-            # Not silent: its last sign of life is within the report threshold; taking the
-            # earliest it can be only lengthens gaps (a larger limit, never a false alarm).
-            return self.learn_silence.report_after if self.learn_silence.learning else 0.0
-        seen = self.peer_seen.get(k)
-        if seen is None or seen[0] != raw:
-            self.peer_seen[k] = seen = (raw, now)
-        return value + (now - seen[1])
-
     def _note_warm(self, now: float) -> None:
         """The launcher log says when the job's known start-up ended the warm-up (the
         learned limits apply from there)."""
@@ -282,6 +269,32 @@ class JobJudge:
     def stop(self) -> None:
         if self.iterations is not None:
             self.iterations.stop()
+
+
+class PeerQuiet:
+    """The peers' quiet as node 0 reads their reports: a report says only a transition
+    (silent since, or speaking again), so each one is kept with when it was first read."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[str, float]] = {}  # a peer's report, when first read
+
+    def forget(self) -> None:
+        self._seen.clear()
+
+    def quiet(self, k: int, raw: str, i: int, now: float, floor: float) -> float:
+        """Peer ``k``'s quiet now: what it reported when it fell silent, plus the time since
+        node 0 first read that report. ``floor``: the quiet of a peer not silent (the
+        report threshold while learning: taking the earliest its last sign of life can be
+        only lengthens gaps, a larger limit and never a false alarm)."""
+        value = hang.parse_report(raw, i) or 0.0
+        if not value:
+            if self._seen.pop(k, None) is not None:
+                return 0.0  # it spoke since the last look
+            return floor
+        seen = self._seen.get(k)
+        if seen is None or seen[0] != raw:
+            self._seen[k] = seen = (raw, now)
+        return value + (now - seen[1])
 
 
 def _iteration_watch(

@@ -62,11 +62,7 @@ class NodeWatch:
         self._next_sample = 0.0
         self._started = 0.0
         self._reported: tuple[bool, tuple[int, ...]] = (False, ())
-        # The ranks seen stopped or in uninterruptible sleep (HELD_STATES) at every look of
-        # the workers' current quiet stretch, from when it reached the peers' report
-        # threshold (None: not that quiet): read only then, one /proc read per rank a look.
-        self._held: set[int] | None = None
-        self._read: dict[int, int | None] = {}  # a held rank's read bytes at the last look
+        self._held = HeldRanks()
 
     def begin(self, index: int, pids: Mapping[int, int], slot_paths: Mapping[int, str]) -> None:
         """Workers of cycle ``index`` started: ``pids`` and slot files by global rank."""
@@ -85,8 +81,7 @@ class NodeWatch:
             self._lives.clear()
             self._next_sample = now + self._every
             self._reported = (False, ())
-            self._held = None
-            self._read = {}
+            self._held.forget()
 
     def set_pace(self, pace: learn.Pace) -> None:
         """Node 0's judge, learning: how often the loop wakes and the workers are sampled,
@@ -164,27 +159,16 @@ class NodeWatch:
         """Note which ranks are held (stopped, uninterruptible) at this look of a quiet
         stretch long enough to matter. Under the lock."""
         if not self.limits.learn_silence.learning or quiet < self.limits.silence_report_after:
-            self._held, self._read = None, {}
-            return
-        held = set()
-        candidates = self._pids.items() if self._held is None else ((r, self._pids[r]) for r in self._held)
-        for rank, pid in candidates:
-            state = proc.process_state(pid)
-            if state in proc.STOPPED_STATES:
-                held.add(rank)
-            elif state == proc.UNINTERRUPTIBLE:
-                read = proc.bytes_read(pid)
-                if self._held is None or (read is not None and read == self._read.get(rank)):
-                    held.add(rank)
-                self._read[rank] = read
-        self._held = held
+            self._held.forget()
+        else:
+            self._held.look(self._pids)
 
     def stopped_ranks(self) -> tuple[int, ...]:
         """The ranks held at every look since this node's workers fell quiet for the report
         threshold (stopped; or in uninterruptible sleep without a byte read since the look
         before: the first look cannot tell, the next ones do), as of the latest :meth:`quiet`."""
         with self._lock:
-            return tuple(sorted(self._held or ()))
+            return self._held.ranks()
 
     def _look(self, now: float, early: float) -> float:
         """The latest sign of life, the workers' bytes sampled when due (or up to ``early``
@@ -273,6 +257,39 @@ class NodeWatch:
                 if verdict is not None:
                     verdicts[rank] = verdict
         return rank_hang(verdicts)
+
+
+class HeldRanks:
+    """The ranks seen stopped or in uninterruptible sleep (HELD_STATES) at every look of
+    the workers' current quiet stretch, from when it reached the peers' report threshold
+    (None: not that quiet): read only then, one /proc read per rank a look. Its owner's
+    lock guards it."""
+
+    def __init__(self) -> None:
+        self._held: set[int] | None = None
+        self._read: dict[int, int | None] = {}  # a held rank's read bytes at the last look
+
+    def forget(self) -> None:
+        self._held, self._read = None, {}
+
+    def look(self, pids: Mapping[int, int]) -> None:
+        """One look: the first takes every rank stopped or in uninterruptible sleep, the
+        next ones keep those still stopped, or still asleep without a byte read since."""
+        held = set()
+        candidates = pids.items() if self._held is None else ((r, pids[r]) for r in self._held)
+        for rank, pid in candidates:
+            state = proc.process_state(pid)
+            if state in proc.STOPPED_STATES:
+                held.add(rank)
+            elif state == proc.UNINTERRUPTIBLE:
+                read = proc.bytes_read(pid)
+                if self._held is None or (read is not None and read == self._read.get(rank)):
+                    held.add(rank)
+                self._read[rank] = read
+        self._held = held
+
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(sorted(self._held or ()))
 
 
 def _map_slots(slot_paths: Mapping[int, str]) -> dict[int, mmap.mmap]:

@@ -9,6 +9,7 @@ them is a duty of node 0's.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from slurm_ft.launch import policy
@@ -22,16 +23,10 @@ def stopped(
     verdict: policy.Verdict, cycle: int, now: float, roster: Roster, previous: Failure | None
 ) -> Decision:
     """A stop without spares: the roster's unhealthy and lost nodes named."""
-    return Decision(
-        Action.STOP,
-        cycle,
-        reason=verdict.reason,
-        exit_code=verdict.exit_code,
-        start_time=now,
-        nodes=roster.names,
+    return dataclasses.replace(
+        policy.stop_record(verdict, cycle, now, roster.names, previous),
         unhealthy_nodes=tuple(node for node, _ in roster.unhealthy),
         lost_nodes=roster.lost,
-        first_failure=previous.to_json() if previous else None,
     )
 
 
@@ -64,15 +59,9 @@ def placed(
             charged=charged,
             streak=streak,
         )
-    return Decision(
-        Action.STOP,
-        cycle,
-        reason=verdict.reason,
-        exit_code=verdict.exit_code,
-        start_time=now,
-        nodes=names,
+    return dataclasses.replace(
+        policy.stop_record(verdict, cycle, now, names, previous),
         unhealthy_nodes=book.named(names, (Why.UNHEALTHY, Why.STUCK)),
-        first_failure=previous.to_json() if previous else None,
         active=book.active,
         spares=book.spares,
         replacements=moves,
