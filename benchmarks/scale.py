@@ -5,11 +5,13 @@ node 0's background threads; the N-1 other launchers are threads of peer process
 (``--per-process`` each), each with the real connect, the real heart-beat, store watchdog
 and halt waiter on three connections of its own (see ``workers/scale_sim.py`` for what is
 and is not simulated). Figures per N: the first connection of all N at once, node 0's
-steady CPU (% of one core) and RSS while every peer heart-beats, and a halt reaching every
-launcher (the restart's first leg). All processes share this machine.
+steady CPU (% of one core) and RSS while every peer heart-beats, a halt reaching every
+launcher (the restart's first leg), the restart (failure anywhere to every launcher holding
+the next decision) and a store succession (node 0's process ends: the loss to every
+launcher holding the successor's first decision). All processes share this machine.
 
 Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--steady 20]
-       [--out PATH]
+       [--no-succession] [--out PATH]
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ def one_size(
     *,
     torch_listener: bool = False,
     beats_per_s: int | None = None,
+    succession: bool = True,
 ) -> dict:
     port = proc.free_port()
+    succ_port = proc.free_port() if succession else 0
+    state = tmp / f"state{n}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_CPP_LOG_LEVEL": "FATAL"}
     env["BENCH_SCALE_TORCH_LISTENER"] = "1" if torch_listener else "0"
     env["BENCH_SCALE_BEATS_PER_S"] = str(beats_per_s or "")
@@ -63,7 +68,7 @@ def one_size(
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
         host = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s)],
+            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s), str(succ_port)],
             stdout=out,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -80,11 +85,15 @@ def one_size(
         out_path = tmp / f"peers{n}-{a}.out"
         with open(out_path, "wb") as out:
             cmd = [sys.executable, str(SCRIPT), "peers", str(n), str(port), str(a), str(b), str(go_at)]
+            cmd += [str(succ_port), str(state)]
             peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
     try:
         host.wait(timeout=1800)
-        for _, p in peers:
+        for _, p in peers[1:]:
             p.wait(timeout=600)
+        state.mkdir(parents=True, exist_ok=True)
+        (state / sim.RELEASED).touch()  # the successor (launcher 1, the first process) may leave
+        peers[0][1].wait(timeout=600)
     finally:
         for p in [host, *(p for _, p in peers)]:
             if p.poll() is None:
@@ -93,6 +102,8 @@ def one_size(
     h = _last_json(host_out.read_text())
     docs = [_last_json(path.read_text()) for path, _ in peers]
     started = min(d["started"] for d in docs)
+    lost_at = h["lost_at"]
+    led_at = [d["led_at"] for d in docs if d["led_at"] is not None]
     return {
         "n": n,
         "listener": "torch" if torch_listener else "own IPv4",
@@ -109,6 +120,11 @@ def one_size(
         "rendezvous_s": max(d["held_last"] for d in docs) - max(d["entered_last"] for d in docs),
         "node0_gather_to_decision_s": h["decided_at"] - h["joined_at"],
         "held": sum(d["held"] for d in docs),
+        "succession_noticed_s": max(d["noticed_last"] for d in docs) - lost_at if lost_at else None,
+        "successor_decided_s": led_at[0] - lost_at if lost_at and led_at else None,
+        "succession_s": max(d["succeeded_last"] for d in docs) - lost_at if lost_at else None,
+        "succeeded": sum(d["succeeded"] for d in docs),
+        "successors": len(led_at),
         "errors": [e for d in docs for e in d["errors"]][:5],
         "peer_process_rss_mib": max(d["rss_mib"] for d in docs),
     }
@@ -137,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         help="node 0's heart-beat budget (default: the launcher's; 1000000: every peer beats each second, "
         "as before the stretch)",
     )
+    p.add_argument("--no-succession", action="store_true", help="end after the restart (no store succession)")
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
     sizes = args.sizes
@@ -150,15 +167,23 @@ def main(argv: list[str] | None = None) -> int:
             tmp,
             torch_listener=args.torch_listener,
             beats_per_s=args.beats_per_s,
+            succession=not args.no_succession,
         )
         rows.append(row)
+        succession = (
+            f"succession {row['succession_s']:6.3f} s "
+            f"(successor's decision {row['successor_decided_s']:6.3f} s) "
+            f"held {row['succeeded']}/{n - 2}  "
+            if row["succession_s"] is not None
+            else ""
+        )
         print(
             f"N={n:5d} beat every {row['beat_interval_s']:5.2f} s  "
             f"first connection {row['first_connection_s']:7.2f} s  "
             f"node 0 steady CPU {row['node0_steady_cpu_pct']:5.2f} % RSS {row['node0_rss_mib']:6.0f} MiB  "
             f"halt to all {row['halt_to_all_s']:6.3f} s  woken {row['woken']}/{n - 1}  "
             f"restart {row['restart_s']:6.3f} s (rendezvous {row['rendezvous_s']:6.3f} s) "
-            f"held {row['held']}/{n - 1}  "
+            f"held {row['held']}/{n - 1}  {succession}"
             f"lost {row['lost_peers']}  errors {len(row['errors'])}",
             flush=True,
         )

@@ -39,7 +39,7 @@ OP_OPEN = 1  # slot; payload: path. Open for appending (parents made).
 OP_APPEND = 2  # slot; argument: lines | RAW; payload: whole lines (RAW: any bytes)
 OP_CLOSE = 3  # slot
 OP_ATOMIC = 4  # id; argument: len(path) | BACKUP; payload: path + data. Answered.
-OP_READ = 5  # id; payload: path. Answered with the bytes (ENOENT: REPLY_MISSING).
+OP_READ = 5  # id; argument: 0 | the last N bytes; payload: path. Answered with them (ENOENT: REPLY_MISSING).
 OP_LIST = 6  # id; payload: directory. Answered with the names, one per line.
 OP_MKDIRS = 7  # id; payload: path. Answered.
 OP_UNLINK = 8  # id; payload: path. Answered (a missing file is fine).
@@ -184,7 +184,7 @@ class Child:
             path = bytes(body[:n]).decode(errors="surrogateescape")
             self.answer(ident, lambda: atomic_write(path, bytes(body[n:]), keep_backup=bool(arg & BACKUP)))
         elif op == OP_READ:
-            self.read(ident, bytes(body).decode(errors="surrogateescape"))
+            self.read(ident, bytes(body).decode(errors="surrogateescape"), arg)
         elif op == OP_LIST:
             path = bytes(body).decode(errors="surrogateescape")
             self.answer(ident, lambda: "\n".join(os.listdir(path)).encode(errors="surrogateescape"))
@@ -211,10 +211,9 @@ class Child:
             return
         self.reply(REPLY_OK, ident, out if isinstance(out, bytes) else b"")
 
-    def read(self, ident: int, path: str) -> None:
+    def read(self, ident: int, path: str, tail: int = 0) -> None:
         def work() -> bytes:
-            with open(path, "rb") as fh:
-                return fh.read()
+            return read_file(path, tail)
 
         self.answer(ident, work)
 
@@ -267,6 +266,15 @@ class Child:
         if slot in self.failed:
             self.failed.discard(slot)
             self.event(slot, f"writable again: {self.paths.get(slot)}")
+
+
+def read_file(path: str, tail: int = 0) -> bytes:
+    """The file's bytes, or only its last ``tail`` (0: all): a reader of a log that only
+    grows (the snapshot readings) needs its end, not the hours of lines before it."""
+    with open(path, "rb") as fh:
+        if tail > 0:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail))
+        return fh.read()
 
 
 def add_line(path: str, line: bytes) -> None:

@@ -5,7 +5,7 @@ other launchers are threads of a few "peers" processes (at most 32 threads each)
 thread with its own TCPStore connection. Every launcher makes the real
 ``slurm_ft.launch.rendezvous.client.Client`` calls of one cycle: ``join``; node 0 then polls
 ``joined``, reads ``join_records``, asks the real ``policy.decide`` and calls
-``publish_decision``; the others ``wait_decision``. Node 0's polling loop mirrors the
+``publish_decision``; the others ``await_decision``. Node 0's polling loop mirrors the
 agent's (2 ms growing by 1.5x to 250 ms; peers' decision poll capped at 250 ms), because
 the agent's own loop is a private method tied to a full launcher. No health checks, no
 workers, no state-dir writes.
@@ -46,6 +46,7 @@ from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.decisionwait import await_decision
 from slurm_ft.launch.workers.layout import Topology
 
 OP_TIMEOUT = 120.0
@@ -174,8 +175,10 @@ def peers(sizes: list[int], cycles: int, port: int, first: int, end: int) -> dic
                         continue
                     starts[n][i][rank] = time.monotonic()
                     client.join(i, proto.JoinInfo(rank, f"node{rank:04d}", "127.0.0.1", rank))
-                    got = client.wait_decision(
+                    got = await_decision(  # the launcher's own wait
+                        client,
                         i,
+                        n,
                         deadline=time.monotonic() + OP_TIMEOUT,
                         abort=lambda: False,
                     )

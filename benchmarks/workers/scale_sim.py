@@ -20,11 +20,26 @@ decision (``wait_decision``); node 0 gathers (``joined``, ``join_records``), ask
 ``policy.decide`` and publishes it: a failure anywhere to every launcher holding the next
 decision, and its rendezvous (the last launcher joined to the last holding the decision).
 
-Not simulated: workers (a real restart also stops them and starts new ones), health
-checks, files. Each process prints one JSON line.
+succession (SUCC_PORT not 0): once every peer holds cycle 1's decision and watches its halt,
+node 0's process ends (its connections close, as when its node dies or its launcher is
+killed). Each peer learns it from its own threads (``BackgroundSet.store_lost``), stops
+them and runs the real succession rule: the order of candidates, the claim in a state dir
+shared by all (``rule.settle``). The winner (the lowest survivor) opens the next epoch's
+store (``stores.host`` on SUCC_PORT, the next epoch's keys, the same run), notes its port
+(``rule.publish_port``), gathers the joins with node 0's own gather (``joins.gather``) and
+publishes its first decision; every follower waits for the note (``rule.await_port``),
+finds the store and the run as a launcher does (``find_run``), beats, joins and waits for
+the decision (``decisionwait.await_decision``). Timed: the loss to the successor's first decision,
+and to every launcher holding it.
 
-Usage: scale_sim.py host  N PORT STEADY_S
-       scale_sim.py peers N PORT FIRST END GO_AT
+Not simulated: workers (a real restart also stops them and starts new ones), health
+checks, files; in a succession the coordinator's own take-over (its spares book and the
+fence of the lost host: a decision naming the survivors is published instead) and the
+followers' new heart-beat threads (one connection each to the successor, not three). Each
+process prints one JSON line.
+
+Usage: scale_sim.py host  N PORT STEADY_S SUCC_PORT
+       scale_sim.py peers N PORT FIRST END GO_AT SUCC_PORT STATE_DIR
 """
 
 from __future__ import annotations
@@ -36,25 +51,39 @@ import select
 import sys
 import threading
 import time
+import traceback
+from pathlib import Path
 
 from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import beatperiod, stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
-from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, JoinInfo, Keys
+from slurm_ft.launch.rendezvous.client import Client, find_run
+from slurm_ft.launch.rendezvous.decisionwait import await_decision
+from slurm_ft.launch.rendezvous.protocol import Action, Base, Decision, JoinInfo, Keys, next_epoch
 from slurm_ft.launch.rendezvous.sealing import Sealer
+from slurm_ft.launch.roles.joins import JoinWait, gather
+from slurm_ft.launch.succession import rule
+from slurm_ft.launch.succession.storeloss import SUCCESSION_TURN_MIN_S
+from slurm_ft.records import SuccessionClaim
+from slurm_ft.statedir import StateDir
 
 ADDRESS = "127.0.0.1"
 INTERVAL_S = 1.0  # the heart-beat interval's default
 TIMEOUT_S = 60.0  # generous: the machine is shared; a lost peer here is a harness failure
 SEALER = Sealer(b"the scale harness's job secret!!")  # values sealed, as with the templates' secret
-KEYS = Keys("bench-scale", SEALER.namespace)
+RUN_ID = "bench-scale"
+RUN_UUID = "scale"
+KEYS = Keys(RUN_ID, SEALER.namespace)
+JOIN_TIMEOUT_S = 900.0
 # BENCH_SCALE_BEATS_PER_S: node 0's beat budget for a comparison (a huge one: every peer
 # beats each second, as before the stretch); unset, the launcher's own.
 if os.environ.get("BENCH_SCALE_BEATS_PER_S"):
     beatperiod.NODE0_BEATS_PER_S = int(os.environ["BENCH_SCALE_BEATS_PER_S"])
 READY = "bench-scale-sync/connected"
 HELD = "bench-scale-sync/held"  # peers holding cycle 1's decision
+# In the state dir once every peer process but the successor's ended: its store may go.
+RELEASED = "released"
+_SUCCESSOR_STORE: list[Client] = []
 
 
 def _rss_mib() -> float:
@@ -70,7 +99,19 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def host(n: int, port: int, steady_s: float) -> dict:
+def never() -> bool:
+    return False
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """poll, not select: a peer process holds more than 1,024 descriptors (128 launchers'
+    connections, and a successor's store)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def host(n: int, port: int, steady_s: float, succession: bool) -> dict:
     # BENCH_SCALE_TORCH_LISTENER=1: torch listens itself, as before issue 45 (the comparison)
     own = os.environ.get("BENCH_SCALE_TORCH_LISTENER") != "1"
     client = Client.host(port, KEYS, TIMEOUT_S, SEALER, address=ADDRESS if own else None)
@@ -97,11 +138,13 @@ def host(n: int, port: int, steady_s: float) -> dict:
     halted_at = time.monotonic()
     client.halt(0)
     client.join(1, JoinInfo(0, "node0", ADDRESS, os.getpid()))
-    joined_at, decided_at = _decide(client, 1, n)
+    joined_at, decided_at = _decide(client, 1, n, frozenset())
     deadline = time.monotonic() + 900
     while int(sync.add(HELD, 0)) < n - 1 and time.monotonic() < deadline:  # outlive their reads
         time.sleep(0.01)
+    # succession: every peer now watches cycle 1's halt; main() ends this process at once
     return {
+        "lost_at": time.monotonic() if succession else None,
         "connected_at": connected_at,
         "steady_cpu_pct": cpu,
         "rss_mib": _rss_mib(),
@@ -112,27 +155,96 @@ def host(n: int, port: int, steady_s: float) -> dict:
     }
 
 
-def _decide(client: Client, i: int, n: int) -> tuple[float, float]:
-    """Node 0's gather and decision of cycle i with the real client calls and policy; its
-    back-off mirrors the agent's (2 ms growing by 1.5x to 250 ms, as ``rdzv_sim``)."""
-    pause = 0.002
-    while not client.joined(i, range(n)):
-        time.sleep(pause)
-        pause = min(pause * 1.5, 0.25)
+def _decide(client: Client, i: int, n: int, departed: frozenset[int]) -> tuple[float, float]:
+    """Node 0's gather of cycle i (its own ``joins.gather``) and a decision by the real
+    policy, published with the real client call. ``departed``: the launchers known gone (a
+    successor's lost host), which the gather does not wait for."""
+    wait = JoinWait(client, n, with_spares=bool(departed), departed=departed, lost_peers=dict)
+    roster = gather(wait, i, None, (), JOIN_TIMEOUT_S, never, time.sleep)
     joined_at = time.monotonic()
-    infos = client.join_records(i, n)
-    names = [info.node_name if info else f"node-rank-{k}" for k, info in enumerate(infos)]
-    missing = [names[k] for k, info in enumerate(infos) if info is None]
+    missing = [name for k, name in enumerate(roster.names) if roster.joins[k] is None and k not in departed]
     verdict = decide(restart=i, max_restarts=3, previous_failure=None, unhealthy=[], lost=[], missing=missing)
     if not verdict.run:
-        raise RuntimeError(f"node 0 decided stop: {verdict.reason}")
-    decision = Decision(Action.RUN, i, master_port=29500, start_time=time.time(), nodes=tuple(names))
+        raise RuntimeError(f"node {min(set(range(n)) - departed)} decided stop: {verdict.reason}")
+    names = tuple(name for k, name in enumerate(roster.names) if k not in departed)
+    decision = Decision(Action.RUN, i, master_port=29500, start_time=time.time(), nodes=names)
     client.publish_decision(i, decision)
     return joined_at, time.monotonic()
 
 
-def peers(n: int, port: int, first: int, end: int, go_at: float) -> dict:
+def _lead(k: int, n: int, succ_port: int, state: StateDir) -> float:
+    """The successor: the next epoch's store on this host, the same run, its port noted;
+    then node 0's gather and decision of the first cycle of the epoch. When it published."""
+    keys = next_epoch(KEYS)
+    client = Client.host(succ_port, keys, TIMEOUT_S, SEALER, address=ADDRESS)
+    client.prepare(n, Base(0, RUN_UUID, keys.epoch, k, 2))
+    rule.publish_port(state.succession_port(RUN_ID, keys.epoch), client.port)
+    client.join(2, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
+    decided_at = _decide(client, 2, n, frozenset({0}))[1]
+    _SUCCESSOR_STORE.append(client)  # serves the followers of this process until it ends
+    released, deadline = state.path / RELEASED, time.monotonic() + 900
+    while not released.exists() and time.monotonic() < deadline:  # and those of the others
+        time.sleep(0.1)
+    return decided_at
+
+
+def _follow(k: int, n: int, leader: int, succ_port: int, state: StateDir) -> tuple[Decision | None, float]:
+    """A follower: the successor's store as ``handover.follow`` finds it, then the join;
+    the decision and when it was held."""
+    keys = next_epoch(KEYS)
+    ports = (succ_port,)
+    noted = rule.await_port(
+        state.succession_port(RUN_ID, keys.epoch),
+        ports,
+        until=time.monotonic() + rule.PORT_WAIT_S,
+        abort=never,
+    )
+
+    def ours(base: Base) -> bool:
+        return base.run_uuid == RUN_UUID and base.epoch == keys.epoch and base.host == leader
+
+    client, base = find_run(
+        ADDRESS,
+        rule.ports_to_try(ports, noted),
+        keys,
+        SEALER,
+        deadline=time.monotonic() + JOIN_TIMEOUT_S,
+        op_timeout=TIMEOUT_S,
+        abort=never,
+        sleep=time.sleep,
+        accept=ours,
+    )
+    client.beat(k)
+    client.join(base.index, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
+    decision = await_decision(client, base.index, n, deadline=time.monotonic() + JOIN_TIMEOUT_S, abort=never)
+    return decision, time.monotonic()
+
+
+def _succeed(
+    k: int, n: int, last: Decision, succ_port: int, state: StateDir
+) -> tuple[float | None, Decision | None, float]:
+    """What ``StoreHostLoss._succeed`` does once the host is lost: the order, the turn, the
+    claim; then lead or follow. (when it published the decision as the successor, else
+    None; the decision held; when it was held)."""
+    keys = next_epoch(KEYS)
+    order = rule.candidates(last, n, 0)
+    beats = beatperiod.beat_period(n, INTERVAL_S, TIMEOUT_S)
+    turn = max(SUCCESSION_TURN_MIN_S, beats.timeout)
+    wait = rule.Wait(order, turn, rule.give_up_after(order, turn, JOIN_TIMEOUT_S))
+    mine = SuccessionClaim(keys.epoch, k, f"node{k}", RUN_UUID, "node0", os.getpid(), time.time())
+    found = rule.settle(state.succession_claim(RUN_ID, keys.epoch), mine, wait, never)
+    if isinstance(found, str):
+        raise RuntimeError(f"no successor: {found}")
+    if found.launcher == k:
+        return _lead(k, n, succ_port, state), None, 0.0
+    return None, *_follow(k, n, found.launcher, succ_port, state)
+
+
+def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int, state: StateDir) -> dict:
     woken: dict[int, float] = {}
+    noticed: dict[int, float] = {}  # the store host's loss
+    succeeded: dict[int, float] = {}  # holding the successor's first decision
+    led_at: list[float] = []
     connected: dict[int, float] = {}
     held: dict[int, float] = {}
     entered: dict[int, float] = {}  # into cycle 1's join
@@ -148,11 +260,11 @@ def peers(n: int, port: int, first: int, end: int, go_at: float) -> dict:
                 KEYS,
                 deadline=time.monotonic() + 900,
                 op_timeout=TIMEOUT_S,
-                abort=lambda: False,
+                abort=never,
                 sleep=time.sleep,
                 sealer=SEALER,
             )
-            base = client.wait_base(deadline=time.monotonic() + 900, abort=lambda: False)
+            base = client.wait_base(deadline=time.monotonic() + 900, abort=never)
             assert base is not None
             wake = WakePipe()
             threads = BackgroundSet.start(
@@ -169,22 +281,44 @@ def peers(n: int, port: int, first: int, end: int, go_at: float) -> dict:
                 connected[k] = time.monotonic()
             count = sync.add(f"{READY}/count", 1)
             sync.set(f"{READY}/{count}", "1")
-            if not select.select([wake.fd], [], [], 900)[0]:
+            if not _readable(wake.fd, 900):
                 raise TimeoutError("no halt within 900 s")
             with lock:
                 woken[k] = time.monotonic()
                 entered[k] = time.monotonic()
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             client.join(1, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
-            decision = client.wait_decision(1, deadline=time.monotonic() + 900, abort=lambda: False)
+            decision = await_decision(client, 1, n, deadline=time.monotonic() + 900, abort=never)
             if decision is None or len(decision.nodes) != n:
                 raise RuntimeError(f"no decision of cycle 1 for all {n}: {decision}")
             with lock:
                 held[k] = time.monotonic()
+            if succ_port:
+                wake.drain()  # the halt's wake-up
+                threads.watch_halt(1)  # as the next cycle's watch does: its loss wakes us
             sync.add(HELD, 1)
+            if not succ_port:
+                return
+            while threads.store_lost() is None:
+                if not _readable(wake.fd, 900):
+                    raise TimeoutError("the store host was not lost within 900 s")
+                wake.drain()
+            with lock:
+                noticed[k] = time.monotonic()
+            threads.stop()
+            led, second, held_at = _succeed(k, n, decision, succ_port, state)
+            if led is not None:
+                with lock:
+                    led_at.append(led)
+                return
+            if second is None or len(second.nodes) != n - 1:
+                raise RuntimeError(f"no decision of the successor for all {n - 1}: {second}")
+            with lock:
+                succeeded[k] = held_at
         except Exception as exc:  # reported, not hidden
             with lock:
-                errors.append(f"launcher {k}: {type(exc).__name__}: {exc}")
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                errors.append(f"launcher {k}: {type(exc).__name__}: {exc} (at {where.name}:{where.lineno})")
 
     while time.time() < go_at:
         time.sleep(0.001)
@@ -202,6 +336,10 @@ def peers(n: int, port: int, first: int, end: int, go_at: float) -> dict:
         "held_last": max(held.values(), default=0.0),
         "entered_last": max(entered.values(), default=0.0),
         "held": len(held),
+        "noticed_last": max(noticed.values(), default=0.0),
+        "succeeded_last": max(succeeded.values(), default=0.0),
+        "succeeded": len(succeeded),
+        "led_at": led_at[0] if led_at else None,
         "errors": errors[:5],
         "rss_mib": _rss_mib(),
     }
@@ -210,9 +348,15 @@ def peers(n: int, port: int, first: int, end: int, go_at: float) -> dict:
 def main() -> None:
     role, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     if role == "host":
-        doc = host(n, port, float(sys.argv[4]))
+        doc = host(n, port, float(sys.argv[4]), int(sys.argv[5]) != 0)
     else:
-        doc = peers(n, port, int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
+        first, end, go_at, succ_port = (
+            int(sys.argv[4]),
+            int(sys.argv[5]),
+            float(sys.argv[6]),
+            int(sys.argv[7]),
+        )
+        doc = peers(n, port, first, end, go_at, succ_port, StateDir(Path(sys.argv[8])))
     print(json.dumps(doc), flush=True)
     os._exit(0)  # the launchers' threads block in the store
 

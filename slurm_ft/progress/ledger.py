@@ -51,8 +51,9 @@ class CycleEntry:
     # How long the cycle took to start (s from its start to the end of its start-up's last
     # long silence, ``hang.learn.startup_seen``): a later cycle's warm-up ends from it.
     startup: float | None = None
-    # The newest snapshot's step on node 0 (``--snapshot-memory``) at the cycle's start and
-    # end: a snapshot that moved on is progress too, one that stayed put is not.
+    # The job's newest snapshot step (``--snapshot-memory``; the last reading of node rank
+    # 0's launcher) at the cycle's start and end: a snapshot that moved on is progress too,
+    # one that stayed put is not.
     snapshot_start: int | None = None
     snapshot_end: int | None = None
 

@@ -295,6 +295,7 @@ def revise_last(ledger: Ledger, settings: ProgressSettings, now: Reading) -> Led
         iteration_end=end.iteration,
         progressed=True,
         mark_end=end.mark if _is_file(settings) else None,
+        snapshot_end=end.snapshot if end.snapshot is not None else last.snapshot_end,
         warnings=[
             *last.warnings,
             "end: revised at the next start, which found progress saved while stopping",

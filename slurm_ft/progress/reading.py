@@ -49,7 +49,7 @@ class Reading:
     present: bool = True
     mark: str | None = None
     answered: bool = True
-    snapshot: int | None = None  # the newest snapshot's step on node 0 at that moment, if any
+    snapshot: int | None = None  # the job's newest snapshot step at that moment, if any
 
     @property
     def valid(self) -> bool:

@@ -10,7 +10,9 @@ The restart path does not wait for the guard unless the guard's decision depends
   then are the looks repeated for about a second (:func:`reading.settled`), after the
   workers are gone;
 * the end reading of a cycle is the start reading of the next one: ``before_cycle`` reads
-  nothing more in the same launcher; a new attempt's launcher reads once.
+  nothing more in the same launcher (but the job's newest snapshot step again, one small
+  file read, when the cycle before counted as no progress); a new attempt's launcher reads
+  once.
 
 A look taken while the workers are still being stopped may miss a checkpoint they finish
 while stopping. It is never lost and never makes the guard stop a job: a look that would
@@ -76,7 +78,7 @@ class ProgressTracker:
         snapshot_step: Callable[[], int | None] | None = None,
     ) -> None:
         self._path = state.ledger
-        self._snapshot_step = snapshot_step  # node 0's newest snapshot (launch.snapshots)
+        self._snapshot_step = snapshot_step  # the job's newest snapshot (launch.snapshots.readings)
         self._settings = settings
         self._spec = policy.configured_source(settings)
         self._attempt = attempt
@@ -115,7 +117,8 @@ class ProgressTracker:
         return self._with_snapshot(first(pending))
 
     def _with_snapshot(self, reading: Reading) -> Reading:
-        """The reading with node 0's newest snapshot step (a header read: no child needed)."""
+        """The reading with the job's newest snapshot step (the last line of node rank 0's
+        readings: one bounded read, no child needed)."""
         if self._snapshot_step is None:
             return reading
         return dataclasses.replace(reading, snapshot=self._snapshot_step())
@@ -150,7 +153,13 @@ class ProgressTracker:
                 start = self._take()
                 if start.warning and self._on_warning is not None:
                     self._on_warning(start.warning)
-            # A no-op when ``start`` is this launcher's own end reading of that cycle.
+            elif ledger.cycles and ledger.cycles[-1].progressed is False:
+                # That end reading may predate the last snapshot readings: node rank 0's
+                # launcher, on another host, writes them until its workers are stopped,
+                # which is before it joined this cycle.
+                start = self._with_snapshot(start)
+            # A no-op when ``start`` is this launcher's own end reading of that cycle and no
+            # snapshot reading came after it.
             ledger = policy.revise_last(ledger, self._settings, start)
         reason = policy.stop_reason(ledger, self._settings)
         if reason is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_ft import progress
+from slurm_ft.readinglines import reading_from_line
 from slurm_ft.records import (
     SNAPSHOT_MARK,
     CycleRecord,
@@ -178,22 +179,11 @@ def readings_from_text(text: str) -> tuple[list[ProgressReading], int]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        try:
-            doc = json.loads(line)
-            when, step, mark = doc["time"], doc["step"], doc.get("mark")
-        except (ValueError, TypeError, KeyError):
+        reading = reading_from_line(line)
+        if reading is None:
             bad += 1
-            continue
-        if (
-            isinstance(when, _NUMBER)
-            and isinstance(step, int)
-            and not isinstance(step, bool)
-            and not isinstance(when, bool)
-            and (mark is None or isinstance(mark, str))
-        ):
-            out.append(ProgressReading(float(when), step, mark))
         else:
-            bad += 1
+            out.append(reading)
     out.sort(key=lambda r: r.time)
     return out, bad
 

@@ -9,7 +9,7 @@ checkpoint, taken every ``--ckpt-every`` steps) and logs where it resumed from w
 hash of what it restored (each event with its time, for the report's test). The tests
 compare that hash with the one logged at the step it resumed at. In the first cycle, a
 chosen rank can be SIGKILLed or hang (it stops calling ``worker.heartbeat``) after a
-chosen step.
+chosen step; and in the cycles after it, one a cycle.
 """
 
 from __future__ import annotations
@@ -58,8 +58,14 @@ def main() -> int:
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--fault", choices=("none", "kill", "hang"), default="none")
-    p.add_argument("--fault-rank", type=int, default=0)
-    p.add_argument("--fault-step", type=int, default=5)
+    # the first cycle's fault, or one a cycle ("--fault-rank 0,0,0 --fault-step 6,20,34")
+    p.add_argument("--fault-rank", default="0")
+    p.add_argument("--fault-step", default="5")
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="no rank starts step s+1 before every rank finished step s (as a synchronous trainer)",
+    )
     a = p.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -72,6 +78,8 @@ def main() -> int:
     model = torch.nn.Linear(a.width, a.width)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
+    ranks, steps = a.fault_rank.split(","), a.fault_step.split(",")
+    faults = {r: (int(ranks[r]), int(steps[min(r, len(steps) - 1)])) for r in range(len(ranks))}
     step, source = 0, "none"
     restored = worker.restore_snapshot()
     if restored is not None:
@@ -95,7 +103,28 @@ def main() -> int:
         },
     )
 
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+
+    def finished_step(done: int) -> None:
+        with open(os.path.join(a.out, f"at-c{cycle}-r{rank}.tmp"), "w") as fh:
+            fh.write(str(done))
+        os.replace(fh.name, fh.name[: -len(".tmp")])
+
+    def others_at(least: int) -> bool:
+        for other in range(world):
+            try:
+                with open(os.path.join(a.out, f"at-c{cycle}-r{other}")) as fh:
+                    if int(fh.read() or -1) < least:
+                        return False
+            except (OSError, ValueError):
+                return False
+        return True
+
+    if a.lockstep:
+        finished_step(step)
     while step < a.steps:
+        while a.lockstep and not others_at(step):  # a collective: blocked on the slowest rank
+            time.sleep(0.01)
         step += 1
         gen = torch.Generator().manual_seed(step * 1000 + rank)
         x = torch.randn(16, a.width, generator=gen)
@@ -120,7 +149,9 @@ def main() -> int:
             torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict()}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
         worker.heartbeat()
-        if restart == 0 and rank == a.fault_rank and step == a.fault_step and a.fault != "none":
+        if a.lockstep:
+            finished_step(step)
+        if faults.get(restart) == (rank, step) and a.fault != "none":
             _log(log, {"event": a.fault, "cycle": cycle, "step": step})
             if a.fault == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -128,3 +128,81 @@ def test_with_replicas_a_lost_nodes_shard_comes_back_from_the_next_node_in_the_r
         job.assert_no_orphans(timeout=10)
     finally:
         job.kill()
+
+
+def _newest_replica(job_id: str, node: int, key: str) -> int | None:
+    """The newest complete replica of ``key`` in ``node``'s memory (headers only)."""
+    from slurm_ft.snapshot import layout, reader
+
+    found = None
+    for area in Path("/dev/shm").glob(f"slurm-ft-snap.{os.getuid()}.{job_id}*.n{node}"):
+        for info in reader.complete_slots(area, key):
+            if info.header.origin is layout.Origin.REPLICA and (found is None or info.step > found):
+                found = info.step
+    return found
+
+
+def _kept(job_id: str, node: int, key: str) -> bool:
+    """Whether ``node`` keeps its snapshot of an agreed step of the grid for ``key``."""
+    return any(
+        (area / f"{key}.2.snap").exists()
+        for area in Path("/dev/shm").glob(f"slurm-ft-snap.{os.getuid()}.{job_id}*.n{node}")
+    )
+
+
+@pytest.mark.timeout(200)
+def test_a_replica_lagging_several_steps_still_gives_every_rank_one_recent_step(tmp_path):
+    """Issue #44: a replica several steps behind the trainer is of a step no other rank
+    holds among its two newest, and the job fell back to its checkpoint. On the job-wide
+    grid every node keeps its snapshot of the step every replica landed at, so the lost
+    node's spare and the survivor resume from one step, with the state they had at it."""
+    (tmp_path / "out").mkdir()
+    args = [*BASE, "--snapshot-replicas", "1"]
+    work = [
+        str(TRAINER), "--out", str(tmp_path / "out"), "--steps", "400", "--step-time", "0.02",
+        "--sharded", "--shard-mib", "24",
+    ]  # fmt: skip
+    job = SimJob(tmp_path, 3, args, work, job_id="44030")
+    job.extra_env.update(FAST)
+    job.start()
+    try:
+
+        def lagging() -> bool:
+            """Node 1's newest replica 3 steps or more behind its trainer, once a step of
+            the grid was agreed (before that, only the checkpoint is common to all)."""
+            steps = [e["step"] for e in events(tmp_path, 1) if e["event"] == "step"]
+            replica = _newest_replica(job.job_id, 0, "rank-00001")
+            agreed = _kept(job.job_id, 0, "rank-00000") and _kept(job.job_id, 1, "rank-00001")
+            return agreed and bool(steps) and replica is not None and steps[-1] >= replica + 3
+
+        wait_until(lagging, 120, interval=0.005, message="a replica 3 steps behind\n" + job.dump())
+        for pid in node_pids(job, 1):
+            os.kill(pid, signal.SIGKILL)
+        lag = [e["step"] for e in events(tmp_path, 1) if e["event"] == "step"][-1] - (
+            _newest_replica(job.job_id, 0, "rank-00001") or 0
+        )
+        assert [job.node(n).proc.wait(170) for n in (0, 2)] == [0, 0], job.dump()
+        before = {
+            (r, e["step"]): e["hash"]
+            for r in (0, 1)
+            for e in events(tmp_path, r)
+            if e["event"] == "step" and e["cycle"] == 0
+        }
+        resumes = [
+            next(e for e in events(tmp_path, r) if e["event"] == "resume" and e["cycle"] == 1) for r in (0, 1)
+        ]
+        step = resumes[0]["step"]
+        assert resumes[1]["step"] == step and step > 0, (
+            resumes,
+            lag,
+        )  # one step for every rank, not the checkpoint
+        assert [r["hash"] for r in resumes] == [before[(0, step)], before[(1, step)]], resumes
+        assert [r["source"] for r in resumes] == ["memory", "replica"], resumes
+        newest_before = max(s for (r, s) in before if r == 1)
+        assert newest_before - step >= 3, (newest_before, step)  # the replica really lagged
+        spare = job.node(2).err()
+        assert f"snapshots: the cycle resumes at step {step}: rank-00001 from node 0's memory" in spare
+        assert f"resumed rank 1 from replica at step {step}" in spare
+        job.assert_no_orphans(timeout=10)
+    finally:
+        job.kill()

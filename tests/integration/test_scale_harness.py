@@ -1,6 +1,7 @@
 """The scale harness (issue 45) at a small size: 16 launchers with a real launcher's store
-connections, every peer told of a halt and holding the next cycle's decision, none lost,
-node 0's figures measured."""
+connections, every peer told of a halt and holding the next cycle's decision (the restart),
+then node 0 lost and every survivor holding its successor's first decision (the
+succession), none lost, node 0's figures measured."""
 
 from __future__ import annotations
 
@@ -24,3 +25,7 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     assert 0 <= row["first_connection_s"] < 120
     assert 0 <= row["halt_to_all_s"] < 60
     assert row["node0_steady_cpu_pct"] >= 0 and row["node0_rss_mib"] > 0
+    # the succession: one successor (the lowest survivor) decides, the 14 others hold it
+    assert row["successors"] == 1
+    assert row["succeeded"] == 14
+    assert 0 <= row["succession_noticed_s"] <= row["successor_decided_s"] <= row["succession_s"] < 60

@@ -74,7 +74,18 @@ def test_worker_sigkill_resumes_every_rank_from_memory_at_that_steps_state(tmp_p
         tmp_path,
         2,
         [*BASE, "--max-restarts", "2"],
-        trainer(tmp_path, "--steps", "14", "--fault", "kill", "--fault-rank", "1", "--fault-step", "6"),
+        trainer(
+            tmp_path,
+            "--steps",
+            "14",
+            "--fault",
+            "kill",
+            "--fault-rank",
+            "1",
+            "--fault-step",
+            "6",
+            "--lockstep",
+        ),
         job_id=unique("43001"),
     ).start()
     try:
@@ -103,7 +114,18 @@ def test_hung_rank_resumes_from_memory_at_that_steps_state(tmp_path):
         tmp_path,
         2,
         [*BASE, "--max-restarts", "2", "--rank-heartbeat-timeout", "3"],
-        trainer(tmp_path, "--steps", "14", "--fault", "hang", "--fault-rank", "0", "--fault-step", "5"),
+        trainer(
+            tmp_path,
+            "--steps",
+            "14",
+            "--fault",
+            "hang",
+            "--fault-rank",
+            "0",
+            "--fault-step",
+            "5",
+            "--lockstep",
+        ),
         job_id=unique("43002"),
     ).start()
     try:

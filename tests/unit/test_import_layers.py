@@ -20,6 +20,7 @@ BOTTOM = {
     "config",
     "settingsyntax",
     "records",
+    "readinglines",
     "exitcodes",
     "statedir",
     "atomicfile",

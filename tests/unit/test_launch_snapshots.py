@@ -260,3 +260,29 @@ def test_the_resume_step_is_the_newest_step_every_rank_persisted_never_a_mix():
     assert resume_step({"replicated": {7, 9}}, 4) == 9
     assert resume_step({"rank-00000": {5}}, 2) is None  # rank 1 has nothing
     assert resume_step({}, 1) is None
+
+
+@pytest.mark.torch
+def test_a_spare_forgets_its_snapshots_after_a_cycle_on_the_bench(tmp_path):
+    """Its own ranks' slots and the ring replicas it kept are older than every active
+    node's once it stood by for a cycle: a reprieved suspect that kept them restored its
+    replica of rank 1 from 3,400 steps before while rank 0 resumed at the job's step."""
+    import os
+
+    import torch
+
+    from slurm_ft.snapshot import layout, reader, writer
+
+    area = tmp_path / "area"
+    area.mkdir(mode=0o700)
+    for rank in (0, 1):  # its own rank 0 and a replica of rank 1
+        me = writer.Identity(2, rank, 0, 0, 1, 1, os.getpid(), None)
+        for step in (809, 810):
+            kept = writer.SlotWriter(area, layout.rank_key(rank), me, None).write(step, {"w": torch.zeros(2)})
+            assert kept.outcome is writer.Outcome.KEPT, kept
+    snapshots = NodeSnapshots(area, 1 << 30, event=lambda line: None)
+    assert sorted(reader.held_steps(area)) == ["rank-00000", "rank-00001"]
+    removed = snapshots.forget()
+    assert sorted(removed) == sorted(f"rank-0000{r} step {s}" for r in (0, 1) for s in (809, 810))
+    assert reader.held_steps(area) == {} and snapshots.newest_step() is None
+    assert NodeSnapshots(None, 0).forget() == []  # snapshots off: nothing to do

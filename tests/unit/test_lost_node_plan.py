@@ -37,3 +37,22 @@ def test_a_forged_shard_holder_without_a_replica_sends_every_rank_to_the_checkpo
 
 def test_nothing_published_is_nothing_to_plan() -> None:
     assert parts({}, (0, 1), 1) is None
+
+
+def test_shards_a_step_apart_resume_every_rank_from_the_step_both_have() -> None:
+    """Rank 0 was killed while writing step 9: node 0 holds 7 and 8, node 1 holds 8 and 9.
+    Each rank's own newest would mix 8 and 9; the plan acts and every rank resumes at 8
+    (node 1's step 9 is trimmed)."""
+    a = Holdings(A0, {"rank-00000": [7, 8]}).encode()
+    b = Holdings(A1, {"rank-00001": [8, 9]}).encode()
+    planned = parts({0: a, 1: b}, (0, 1), 1)
+    assert planned is not None
+    assert {n: (p.acts, p.step) for n, p in planned.items()} == {0: (True, 8), 1: (True, 8)}
+    assert planned[1].sources == (Source("rank-00001", Via.OWN, 1),)
+
+
+def test_shards_all_at_one_newest_step_change_nothing() -> None:
+    a = Holdings(A0, {"rank-00000": [8, 9]}).encode()
+    b = Holdings(A1, {"rank-00001": [8, 9]}).encode()
+    planned = parts({0: a, 1: b}, (0, 1), 1)
+    assert planned is not None and not any(p.acts for p in planned.values())

@@ -67,6 +67,20 @@ def _writes_and_reads(io: StateIO, tmp_path: Path) -> None:
     assert io.settle(1.0) and not io.stalled()
 
 
+@pytest.mark.parametrize("scribe", [False, True], ids=["local", "through the scribe"])
+def test_the_end_of_a_file_alone_is_read(tmp_path: Path, scribe: bool) -> None:
+    state = StateIO(tmp_path, "nodeA", timeout=TIMEOUT, scribe=scribe)
+    try:
+        path = tmp_path / "lines"
+        path.write_bytes(b"0123456789")
+        assert state.read_bytes(path, tail=4) == b"6789"
+        assert state.read_bytes(path, tail=40) == b"0123456789"
+        assert state.read_bytes(path) == b"0123456789"
+        assert state.read_bytes(tmp_path / "missing", tail=4) is None
+    finally:
+        state.close(1.0)
+
+
 def test_a_stall_keeps_the_records_and_writes_them_when_it_answers(io: StateIO, tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     fifo = tmp_path / "state" / "fifo"

@@ -195,10 +195,10 @@ class StateIO:
             if reply is not None:
                 reply.raise_error(str(path))
 
-    def _ask(self, op: int, path: Path, data: bytes = b"") -> Reply | None:
+    def _ask(self, op: int, path: Path, data: bytes = b"", arg: int = 0) -> Reply | None:
         """One answered request of the child (under ``_lock``); None while the state dir
         is stalled, or when this request finds it so."""
-        return self._request(op, path, data) if self._recovered() else None
+        return self._request(op, path, data, arg) if self._recovered() else None
 
     def _request(self, op: int, path: Path, data: bytes, arg: int = 0) -> Reply | None:
         """The child's answer; None (and the stall said) when none came in time."""
@@ -213,18 +213,19 @@ class StateIO:
 
     # ------------------------------------------------------------------ reads
 
-    def read_bytes(self, path: Path) -> bytes | None:
-        """The file's bytes; None when it is missing, or while the state dir is stalled.
-        Other errors are raised as ``OSError``."""
+    def read_bytes(self, path: Path, *, tail: int = 0) -> bytes | None:
+        """The file's bytes (``tail``: only its last so many); None when it is missing, or
+        while the state dir is stalled. Other errors are raised as ``OSError``."""
         if not self.scribed:
             try:
-                return path.read_bytes()
+                return wire.read_file(str(path), tail)
             except FileNotFoundError:
                 return None
         with self._lock:
             if path in self.pending:
-                return self.pending[path][0]
-            reply = self._ask(wire.OP_READ, path)
+                data = self.pending[path][0]
+                return data[-tail:] if tail > 0 else data
+            reply = self._ask(wire.OP_READ, path, arg=tail)
             if reply is None or reply.missing:
                 return None
             reply.raise_error(str(path))

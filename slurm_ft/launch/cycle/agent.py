@@ -166,6 +166,8 @@ class Agent:
             if self.standbys is not None and i < self.launch.max_restarts:
                 self.standbys.tick(None, 0.0)  # no workers to slow: a spare starts warm
             end = member.stand_by(i, judge, active)
+            if dropped := self.snapshots.forget():
+                self.ev.event(f"cycle {cycle}: a spare's snapshots are stale: removed {', '.join(dropped)}")
         else:
             if self.unhealthy:  # node 0 must have stopped; never start workers on a bad node
                 return Exit(policy.unhealthy_self(self.unhealthy))
@@ -206,7 +208,7 @@ class Agent:
         given = self.seams.client.rekeyed(keys, sealer) if self.seams.client else None
         jobsecret.announce(cfg.auth, cfg.num_nodes, self.ev.event)
         if cfg.is_node0:
-            step = self.snapshots.newest_step if self.snapshots.on else None
+            step = readings.for_guard(self.snapshots.on, cfg.state.snapshot_readings, self.books.io)
             clock = self.seams.clock
             made = roles.open_as_node0(cfg, keys, sealer, given, self.books, self.ev, clock, step)
             self.client, self.coordinator, base = made

@@ -2,7 +2,8 @@
 
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
-waiter) opens its own with :meth:`Client.clone`. Every value the protocol marks sealed
+waiter) opens its own with :meth:`Client.clone` (a store wait given up on for a signal
+finishes on a thread of its own: ``stores.wait_watched``). Every value the protocol marks sealed
 goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` in its
 :class:`~slurm_ft.launch.rendezvous.connection.Connection` and nowhere else, and every value
 read goes through ``reads`` there (missing keys never block; what is not what the protocol
@@ -36,6 +37,7 @@ from slurm_ft.launch.rendezvous.protocol import (
     parse_mark,
     parse_text,
 )
+from slurm_ft.launch.rendezvous.reads import SHORT, Pace
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Interrupted, Store, StoreLost
 from slurm_ft.records import Failure
@@ -182,7 +184,7 @@ class Client(Connection):
 
     def wait_base(self, *, deadline: float, abort: Abort) -> Base | None:
         return self._get_sealed_when_set(
-            self.keys.base, partial(decode, Base), deadline=deadline, abort=abort
+            self.keys.base, partial(decode, Base), deadline=deadline, abort=abort, pace=SHORT
         )
 
     def join(self, i: int, info: JoinInfo) -> None:
@@ -190,9 +192,11 @@ class Client(Connection):
         if info.unhealthy is not None:
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
 
-    def wait_decision(self, i: int, *, deadline: float, abort: Abort) -> Decision | None:
+    def wait_decision(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> Decision | None:
         key = self.keys.decision(i)
-        return self._get_sealed_when_set(key, partial(decode, Decision), deadline=deadline, abort=abort)
+        return self._get_sealed_when_set(
+            key, partial(decode, Decision), deadline=deadline, abort=abort, pace=pace
+        )
 
     def publish_snapshots(self, i: int, node: int, value: str) -> None:
         self._set_sealed(self.keys.snapshots(i, node), value)
@@ -275,9 +279,11 @@ class Client(Connection):
         key = self.keys.halt(i)
         return bool(self._op(lambda: self._store.check([key])))
 
-    def wait_result(self, i: int, *, deadline: float, abort: Abort) -> CycleResult | None:
+    def wait_result(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> CycleResult | None:
         key = self.keys.result(i)
-        return self._get_sealed_when_set(key, partial(decode, CycleResult), deadline=deadline, abort=abort)
+        return self._get_sealed_when_set(
+            key, partial(decode, CycleResult), deadline=deadline, abort=abort, pace=pace
+        )
 
     def result(self, i: int) -> CycleResult | None:
         key = self.keys.result(i)

@@ -52,12 +52,19 @@ class Connection:
             raise stores.lost(exc) from None
 
     def _get_sealed_when_set(
-        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort
+        self, key: str, parse: Callable[[bytes], T], *, deadline: float, abort: Abort, pace: reads.Pace
     ) -> T | None:
         """See :func:`reads.sealed_when_set`."""
         return self._op(
             lambda: reads.sealed_when_set(
-                self._store, self.sealer, key, parse, deadline=deadline, abort=abort
+                self._store,
+                self.sealer,
+                key,
+                parse,
+                deadline=deadline,
+                abort=abort,
+                slice_s=pace.slice_s,
+                signal_fd=pace.signal_fd,
             )
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from slurm_ft.launch.rendezvous import stores
@@ -31,8 +32,23 @@ T = TypeVar("T")
 MISSING = "slurm-ft:no-such-key:5e1d"
 _MISSING = MISSING.encode()
 
+# A store wait's slice where the caller does not stretch it for the job's size (see
+# :func:`when_set`).
 WAIT_CHUNK_S = 0.2
 MIN_WAIT_S = 0.05
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a wait for a key comes back to the store: each store wait's length
+    (``slice_s``), and the signal box's wake-up fd that ends it at once (see
+    :func:`when_set`)."""
+
+    slice_s: float = WAIT_CHUNK_S
+    signal_fd: int | None = None
+
+
+SHORT = Pace()
 
 
 def probe(store: Store, key: str) -> bytes | None:
@@ -93,16 +109,27 @@ class Remembered(Generic[T]):
         return last[1]
 
 
-def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], bool]) -> bytes | None:
+def when_set(
+    store: Store,
+    key: str,
+    *,
+    deadline: float,
+    abort: Callable[[], bool],
+    slice_s: float = WAIT_CHUNK_S,
+    signal_fd: int | None = None,
+) -> bytes | None:
     """The value of ``key`` once someone sets it; None on deadline.
 
     With many launchers, all of them polling node 0's store for the same key is what
     makes a cycle slow (the store host answers thousands of requests while node 0
     itself is trying to read the join records). A blocking ``wait`` costs the store
-    nothing until the key appears and wakes every waiter at once. It is taken in
-    short chunks so that a signal (``abort``) is noticed within one chunk. The key is
-    read (:func:`probe`: someone may delete it again) first and after each wait that
-    saw it set, never between chunks.
+    nothing until the key appears and wakes every waiter at once; what it costs is its
+    timeouts, one request per ``slice_s`` (callers that wait with a whole job stretch it
+    with the job's size: ``beatperiod.look_period``). ``abort`` (a signal) is looked at
+    meanwhile without a request, at once on a signal where ``signal_fd`` is the signal
+    box's (:func:`stores.wait_watched`). The key is read
+    (:func:`probe`: someone may delete it again) first and after each wait that saw it
+    set, never between slices.
     """
     look = True
     while True:
@@ -118,7 +145,7 @@ def when_set(store: Store, key: str, *, deadline: float, abort: Callable[[], boo
         # Never a wait of a few milliseconds: a wait that times out on the client while
         # the store's answer is on its way (a loaded host) leaves that answer to be
         # taken for the next request's, and the connection stalls for its timeout.
-        look = stores.wait(store, [key], max(MIN_WAIT_S, min(WAIT_CHUNK_S, left)))
+        look = stores.wait_watched(store, [key], max(MIN_WAIT_S, min(slice_s, left)), abort, signal_fd)
 
 
 def sealed_when_set(
@@ -129,6 +156,8 @@ def sealed_when_set(
     *,
     deadline: float,
     abort: Callable[[], bool],
+    slice_s: float = WAIT_CHUNK_S,
+    signal_fd: int | None = None,
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
     counts as not set (until its real writer overwrites it).
@@ -145,7 +174,7 @@ def sealed_when_set(
     store (a value written meanwhile is read by the first look of :func:`when_set`).
     """
     while True:
-        raw = when_set(store, key, deadline=deadline, abort=abort)
+        raw = when_set(store, key, deadline=deadline, abort=abort, slice_s=slice_s, signal_fd=signal_fd)
         if raw is None:
             return None
         value = opened(sealer, key, raw, parse)

@@ -25,7 +25,9 @@ from slurm_ft.launch.context import AgentConfig
 from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.decisionwait import await_decision, wait_slice
 from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo
+from slurm_ft.launch.rendezvous.reads import Pace
 from slurm_ft.launch.rendezvous.stores import Interrupted, StoreLost
 from slurm_ft.launch.roles.nodehealth import NodeHealth
 from slurm_ft.launch.roles.watchend import WatchEnd, WatchEndKind
@@ -36,7 +38,6 @@ from slurm_ft.launch.workers.survivors import Survivor
 from slurm_ft.records import Failure, FailureKind
 
 DECISION_GRACE_S = 30.0
-REJOIN_S = 1.0  # how often a launcher waiting for the decision makes sure its join record is there
 STANDBY_TICK_S = 1.0  # a spare peer's look at the store when the halt waiter is quiet
 
 Judge = Callable[[int], Failure | None]
@@ -94,16 +95,12 @@ class Member:
         launch = self.cfg.settings.launch
         deadline = time.monotonic() + launch.join_timeout + DECISION_GRACE_S
         abort = self.threads.abort_check(self.sig.arrived)
-        while True:
-            # A slice at a time: between slices the join record is set again should
-            # someone have overwritten or deleted it (node 0 would wait for it in vain).
-            until = min(deadline, time.monotonic() + REJOIN_S)
-            decision = self.client.wait_decision(i, deadline=until, abort=abort)
-            if decision is not None:
-                return decision
-            if time.monotonic() >= deadline:
-                raise StoreLost("no decision from node 0 within the join timeout")
-            self.client.reassert()
+        decision = await_decision(
+            self.client, i, self.cfg.num_nodes, deadline=deadline, abort=abort, signal_fd=self.sig.fd
+        )
+        if decision is None:
+            raise StoreLost("no decision from node 0 within the join timeout")
+        return decision
 
     # ------------------------------------------------------------------ watch
 
@@ -272,7 +269,10 @@ class Member:
         client = self.client
         try:
             result = client.wait_result(
-                i, deadline=time.monotonic() + self.cfg.settings.launch.result_linger_timeout, abort=abort
+                i,
+                deadline=time.monotonic() + self.cfg.settings.launch.result_linger_timeout,
+                abort=abort,
+                pace=Pace(wait_slice(self.cfg.num_nodes), self.sig.fd),  # every peer waits here
             )
             client.ack(self.cfg.job.node_rank)
         except (StoreLost, Interrupted):

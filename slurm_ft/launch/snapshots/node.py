@@ -190,8 +190,21 @@ class NodeSnapshots:
         best = max(infos, key=lambda i: i.step)
         return Newest(best.step)
 
+    def forget(self) -> list[str]:
+        """After a cycle on the bench: every snapshot here is older than the active nodes'
+        (a spare trains nothing), so none may be restored or offered as a common step when
+        this node takes a node rank again (a reprieved suspect restored its ring replica of
+        rank 1 from 3,400 steps before while rank 0 resumed at the job's step). The active
+        nodes fetched what they needed of it at the bench cycle's start. The slots removed."""
+        if self.path is None or not self.used():
+            return []
+        from slurm_ft.launch.snapshots.lostnode import trim
+        from slurm_ft.snapshot import reader
+
+        return trim(self.path, list(reader.held_steps(self.path)), None)
+
     def newest_step(self) -> int | None:
-        """The no-progress guard's look at the node's snapshots (node 0)."""
+        """The step of the node's newest complete snapshot (read by node rank 0's launcher)."""
         newest = self.newest()
         return newest.step if newest is not None else None
 

@@ -17,6 +17,13 @@ report's to say from the next cycle's records (the lowest step its ranks resumed
 The readings of one cycle end before its launcher joins the next, and node 0 waits for
 that join before the next cycle's reader starts: one writer of the file at a time, whichever
 host it runs on (a lost node's launcher writes no more: it is dead or fenced).
+
+The no-progress guard on the store's host reads the job's newest snapshot step here too (the
+last line, :func:`newest_of_job`), for the same reason: its own memory stood at step 868
+while the active nodes were past 4,000, so cycles that trained counted as no progress and
+``--max-no-progress-cycles`` could stop a job whose snapshots moved on (#44). A file read at
+each cycle's end costs no store traffic; the holdings each launcher publishes before a join
+would give the step only at the next join, after the guard has closed the cycle.
 """
 
 from __future__ import annotations
@@ -25,14 +32,18 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
-from slurm_ft import records
+from slurm_ft import readinglines, records
 
 # As often as node 0 looks at the progress source (``hang.judge.READINGS_PERIOD_S``): a
 # cycle's kept work is known to about this much.
 PERIOD_S = 0.5
 STOP_WAIT_S = 5.0
+# The end of the file the guard reads: a line is about 50 bytes, and only the last counts.
+TAIL_BYTES = 4096
 
 
 class SnapshotReadings(threading.Thread):
@@ -99,3 +110,25 @@ def for_cycle(
     """The cycle's readings' thread, started where this launcher runs node rank 0
     (``slot``: its node rank this cycle, None on a spare); else None."""
     return watch(newest_step, path, add_line, clock) if slot == 0 else None
+
+
+class TailReader(Protocol):
+    """The launcher's bounded state-dir reads (``launch.books.stateio.StateIO``)."""
+
+    def read_bytes(self, path: Path, *, tail: int = 0) -> bytes | None: ...
+
+
+def newest_of_job(path: Path, files: TailReader) -> int | None:
+    """The job's newest snapshot step: the last reading of whichever launcher ran node rank
+    0 (None: none yet, or the state dir did not answer in time)."""
+    try:
+        tail = files.read_bytes(path, tail=TAIL_BYTES)
+    except OSError:
+        return None
+    reading = readinglines.last_reading(tail) if tail else None
+    return reading.step if reading is not None else None
+
+
+def for_guard(on: bool, path: Path, files: TailReader) -> Callable[[], int | None] | None:
+    """The no-progress guard's look at the job's newest snapshot step; None without snapshots."""
+    return partial(newest_of_job, path, files) if on else None

@@ -203,15 +203,17 @@ class StoreHostLoss:
     def _lead(self, i: int, keys: Keys, last: Decision, lost_host: int, failure: Failure) -> Base:
         """This launcher won the claim: the next epoch's store, the coordinator's role, the
         fence of the lost host, and the lost cycle's books closed."""
+        from slurm_ft.launch.snapshots import readings
         from slurm_ft.launch.succession import handover
 
         a = self.launcher
         cfg, run = a.cfg, a.run
         j = handover.next_index(cfg, self.books, run.first_cycle, self.seen)
         base = Base(run.first_cycle, run.run_uuid, keys.epoch, cfg.job.node_rank, j)
+        step = readings.for_guard(a.snapshots.on, cfg.state.snapshot_readings, self.books.io)
         led = handover.lead(
             cfg, keys, a.sealer, self.books, self.ev, base, last, lost_host,
-            clock=self.clock, given=self.epoch_store, snapshot_step=a.snapshots.newest_step,
+            clock=self.clock, given=self.epoch_store, snapshot_step=step,
         )  # fmt: skip
         a.client, a.coordinator = led.client, led.coordinator
         cycles = [c for c in range(last.cycle, last.cycle - 3, -1) if c >= run.first_cycle]
