@@ -149,9 +149,9 @@ class Agent:
         holdings = self.lost_nodes.holdings() if self.lost_nodes is not None else None
         if holdings is not None and self.client is not None:  # what this node's memory holds
             self.client.publish_snapshots(i, self.cfg.job.node_rank, holdings.encode())
-        joined = member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
+        own_join = member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
         self.phases.append(Phase.DECIDE)
-        decision = self._decision(i, cycle, joined)
+        decision = self._decision(i, cycle, own_join)
         self.store_loss.saw(i, decision)
         if not decision.run:
             return roles.stopped(self.coordinator, i, decision, self.launch.result_linger_timeout)
@@ -246,11 +246,10 @@ class Agent:
             self.coordinator.watch_job(self.threads, self.hangs)
         self.member.cfg, self.member.client, self.member.threads = self.cfg, self.client, self.threads
 
-    def _decision(self, i: int, cycle: int, joined: JoinInfo) -> Decision:
-        """``joined``: this launcher's own join record of cycle i."""
+    def _decision(self, i: int, cycle: int, own_join: JoinInfo) -> Decision:
         abort = self.threads.abort_check(self.sig.arrived)
         if self.coordinator is not None:
-            roster = self.coordinator.gather(i, self.run.last_failure, joined, abort, self.sig.sleep)
+            roster = self.coordinator.gather(i, self.run.last_failure, own_join, abort, self.sig.sleep)
             self.store_loss.stop_if_superseded()
             self.store_loss.await_fence()
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)
