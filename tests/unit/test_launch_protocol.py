@@ -4,7 +4,10 @@ silently."""
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -89,26 +92,67 @@ def test_interrupted_wait():
         h.wait_decision(0, deadline=time.monotonic() + 30, abort=lambda: True)
 
 
+class BetweenLooks:
+    """The test's steps, each run on the peer monitor's thread between two of its looks
+    (its ``after_look`` hook), so that a look sees all of a step or none of it: the beats
+    a step makes and the move of the monitor's clock arrive together."""
+
+    def __init__(self) -> None:
+        self.steps: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.ran = 0
+        self.looked_after = 0  # steps that a whole look has followed
+
+    def __call__(self) -> None:
+        self.looked_after = self.ran  # the look that just ended began after every step run
+        with contextlib.suppress(queue.Empty):
+            self.steps.get_nowait()()
+            self.ran += 1
+
+    def run(self, step: Callable[[], None]) -> None:
+        """``step`` once, and a whole look after it."""
+        self.steps.put(step)
+        wanted = self.ran + 1
+        wait_until(lambda: self.looked_after >= wanted, 10, message="a look after the step")
+
+
 def test_peer_monitor_notices_a_silent_peer_on_its_own_clock():
+    """Silence is measured on the monitor's clock, between its looks: a peer whose beat has
+    not moved while that clock moved past the timeout is lost, one whose beat moved is not,
+    and no time passes for it while the clock stands still. The clock is the test's, moved
+    between two looks: with the wall clock and beating threads, a loaded host that stalled
+    the test's process for the 0.5 s timeout made the beating peer look lost too."""
     keys = proto.Keys("hb-a0")
     h = Client.host(0, keys, 5.0)
     h.prepare(3, proto.Base(0, "u"))
-    mon = background.PeerMonitor(h.clone(5.0), [1, 2], interval=0.05, timeout=0.5, wake_fd=None)
-    beat1 = background.Heartbeat(h.clone(5.0), 1, interval=0.05, timeout=2.0)
-    beat2 = background.Heartbeat(h.clone(5.0), 2, interval=0.05, timeout=2.0)
+    now = [100.0]
+    mon = background.PeerMonitor(
+        h.clone(5.0), [1, 2], interval=0.01, timeout=0.5, wake_fd=None, clock=lambda: now[0]
+    )
+    between = mon.after_look = BetweenLooks()
+    one, two = h.clone(5.0), h.clone(5.0)
+
+    def later(seconds: float, *beating: tuple[Client, int]) -> Callable[[], None]:
+        def step() -> None:
+            now[0] += seconds
+            for client, node in beating:
+                client.beat(node)
+
+        return step
+
     mon.start()
-    beat1.start()
-    beat2.start()
     try:
-        wait_until(lambda: min(h.beats([1, 2])) > 2, 5, message="both peers beating")
-        beat2.stop()
-        lost = wait_until(mon.lost, 5, message="peer 2 reported lost")
-        assert list(lost) == [2]
-        assert beat1.lost() is None
+        between.run(later(0.0, (one, 1), (two, 2)))
+        assert min(h.beats([1, 2])) >= 1 and mon.ages() == {1: 0.0, 2: 0.0}
+        for _ in range(3):  # real time passes, the monitor's clock stands still
+            between.run(later(0.0, (one, 1)))
+        assert mon.lost() == {}
+        between.run(later(0.4, (one, 1)))  # peer 2 silent for 0.4 s: not yet
+        assert mon.lost() == {}
+        between.run(later(0.2, (one, 1)))  # 0.6 s
+        assert mon.lost() == {2: pytest.approx(0.6)}
         assert mon.died() is None
     finally:
-        for t in (mon, beat1, beat2):
-            t.stop()
+        mon.stop()
 
 
 def test_port_in_use_is_a_bind_error(host):

@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 
 from slurm_ft.health.storage import off_local_disk
-from slurm_ft.launch.books.stateio import StateIO
+from slurm_ft.launch.books.stateio import DEFAULT_TIMEOUT, StateIO
 from slurm_ft.scribe import leave_alone
 from tests.support.waiting import wait_until
 
-TIMEOUT = 0.5
+TIMEOUT = 0.5  # the stall tests': how long until a request counts as stalled
+# Where the state dir answers: the launcher's own limit. The first request's limit also
+# covers the start of the scribe child (a ``python -I -S``), which takes longer than the
+# stall tests' 0.5 s on a starved host: the test then read a stall where there was none.
+ANSWERS = DEFAULT_TIMEOUT
 
 
 def release(fifo: Path) -> None:
@@ -44,7 +48,15 @@ def test_local_disks_need_no_scribe(tmp_path: Path) -> None:
     assert off_local_disk("/proc/self/fd")  # not a disk file system
 
 
-def test_writes_and_reads_through_the_child(io: StateIO, tmp_path: Path) -> None:
+def test_writes_and_reads_through_the_child(tmp_path: Path) -> None:
+    io = StateIO(tmp_path / "state", "nodeA", timeout=ANSWERS, scribe=True)
+    try:
+        _writes_and_reads(io, tmp_path)
+    finally:
+        io.close(1.0)
+
+
+def _writes_and_reads(io: StateIO, tmp_path: Path) -> None:
     path = tmp_path / "state" / "cycles" / "cycle0.json"
     io.write_json(path, {"cycle": 0})
     assert json.loads(path.read_text()) == {"cycle": 0}
@@ -152,7 +164,7 @@ def test_the_first_cycle_number_through_the_scribe(tmp_path: Path) -> None:
     from slurm_ft.statedir import StateDir
 
     state = StateDir(tmp_path / "state")
-    io = StateIO(state.path, "nodeA", timeout=TIMEOUT, scribe=True)
+    io = StateIO(state.path, "nodeA", timeout=ANSWERS, scribe=True)
     try:
         assert cyclecount.read_next_cycle(state, io) == 0  # nothing there yet
         (state.path / "cycles").mkdir(parents=True)

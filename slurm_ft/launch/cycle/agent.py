@@ -33,7 +33,7 @@ from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import jobsecret
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Decision, JoinInfo, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreLost
 from slurm_ft.launch.roles.coordinator import Coordinator
@@ -149,9 +149,9 @@ class Agent:
         holdings = self.lost_nodes.holdings() if self.lost_nodes is not None else None
         if holdings is not None and self.client is not None:  # what this node's memory holds
             self.client.publish_snapshots(i, self.cfg.job.node_rank, holdings.encode())
-        member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
+        own_join = member.join(i, self.unhealthy, stuck=self.stuck, snapshots=holdings is not None)
         self.phases.append(Phase.DECIDE)
-        decision = self._decision(i, cycle)
+        decision = self._decision(i, cycle, own_join)
         self.store_loss.saw(i, decision)
         if not decision.run:
             return roles.stopped(self.coordinator, i, decision, self.launch.result_linger_timeout)
@@ -246,10 +246,10 @@ class Agent:
             self.coordinator.watch_job(self.threads, self.hangs)
         self.member.cfg, self.member.client, self.member.threads = self.cfg, self.client, self.threads
 
-    def _decision(self, i: int, cycle: int) -> Decision:
+    def _decision(self, i: int, cycle: int, own_join: JoinInfo) -> Decision:
         abort = self.threads.abort_check(self.sig.arrived)
         if self.coordinator is not None:
-            roster = self.coordinator.gather(i, self.run.last_failure, abort, self.sig.sleep)
+            roster = self.coordinator.gather(i, self.run.last_failure, own_join, abort, self.sig.sleep)
             self.store_loss.stop_if_superseded()
             self.store_loss.await_fence()
             decision = self.coordinator.decide(i, cycle, roster, self.run.last_failure)

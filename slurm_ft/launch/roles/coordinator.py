@@ -25,7 +25,7 @@ from slurm_ft.launch.output.eventlog import EventLog
 from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet
 from slurm_ft.launch.rendezvous.client import Client
-from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, Keys
+from slurm_ft.launch.rendezvous.protocol import Action, Base, CycleResult, Decision, JoinInfo, Keys
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import StoreBindError, StoreLost
 from slurm_ft.launch.roles import decisions, joins
@@ -136,11 +136,18 @@ class Coordinator:
     # ------------------------------------------------------------------ join + decide
 
     def gather(
-        self, i: int, previous: Failure | None, abort: Callable[[], bool], sleep: Callable[[float], None]
+        self,
+        i: int,
+        previous: Failure | None,
+        own: JoinInfo,
+        abort: Callable[[], bool],
+        sleep: Callable[[float], None],
     ) -> Roster:
-        """Wait for the launchers' joins of cycle i (see :func:`joins.gather`)."""
+        """Wait for the launchers' joins of cycle i (see :func:`joins.gather`); ``own``: this
+        launcher's own join record."""
         with_spares, departed = self.spares is not None, frozenset(self.departed)
-        wait = JoinWait(self.client, self.cfg.num_nodes, with_spares, departed, self.threads.lost_peers)
+        lost_peers = self.threads.lost_peers
+        wait = JoinWait(self.client, self.cfg.num_nodes, with_spares, departed, lost_peers, own)
         timeout = self.cfg.settings.launch.join_timeout
         return joins.gather(wait, i, previous, self.nodes, timeout, abort, sleep)
 

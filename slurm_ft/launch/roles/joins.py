@@ -64,11 +64,18 @@ class Roster:
 
 class JoinRecords:
     """What node 0 read of cycle ``i``'s join records. A sealed record read once stays
-    read: someone overwriting it afterwards un-joins no one (a launcher joins a cycle once)."""
+    read: someone overwriting it afterwards un-joins no one (a launcher joins a cycle once).
 
-    def __init__(self, client: Client, i: int, n: int) -> None:
+    Node 0's own record (``own``) counts as read from the start, never read back from the
+    store: the wait looks for a chunk of records with one ``check`` that needs every one
+    of them there at once, and node 0 writes its own again only once a second
+    (``REASSERT_S``). Someone who deleted the keys over and over (issue 29's test, every
+    0.15 s) left node 0's and a peer's record there together only now and then: 26 s of
+    the test's 40 s join timeout on an idle host, past it under load."""
+
+    def __init__(self, client: Client, i: int, n: int, own: JoinInfo | None = None) -> None:
         self.client, self.i, self.n = client, i, n
-        self.seen: dict[int, JoinInfo] = {}
+        self.seen: dict[int, JoinInfo] = {own.node_rank: own} if own is not None else {}
 
     def read(self, only: list[int] | None = None) -> list[JoinInfo | None]:
         """Each launcher's record (reading those in ``only``, when given, else all); None
@@ -82,14 +89,15 @@ class JoinRecords:
 @dataclass(frozen=True)
 class JoinWait:
     """What the wait for cycle ``i``'s joins reads: the store, the job's size, whether
-    spares replace lost launchers, the launchers already known gone, and the lost peers
-    as the peer monitor finds them."""
+    spares replace lost launchers, the launchers already known gone, the lost peers as
+    the peer monitor finds them, and the waiting launcher's own join record."""
 
     client: Client
     num_nodes: int
     with_spares: bool
     departed: frozenset[int]
     lost_peers: Callable[[], Mapping[int, float]]
+    own: JoinInfo | None = None
 
 
 def gather(
@@ -107,7 +115,7 @@ def gather(
     ``known``: every node's name from the last complete roster."""
     client, n, with_spares = wait.client, wait.num_nodes, wait.with_spares
     next_reassert = time.monotonic() + REASSERT_S
-    joins = JoinRecords(client, i, n)
+    joins = JoinRecords(client, i, n, wait.own)
 
     def settled() -> bool | None:
         nonlocal next_reassert

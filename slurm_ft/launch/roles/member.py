@@ -76,14 +76,19 @@ class Member:
         :meth:`NodeHealth.check`)."""
         return self.health.check(i)
 
-    def join(self, i: int, unhealthy: str | None, stuck: str | None = None, snapshots: bool = False) -> None:
+    def join(
+        self, i: int, unhealthy: str | None, stuck: str | None = None, snapshots: bool = False
+    ) -> JoinInfo:
         """``stuck``: a worker of the last cycle could not be killed. With spares node 0
         then gives this node's rank to a spare (the hook for the bounded worker stop).
-        ``snapshots``: this launcher published its snapshot holdings for cycle i."""
+        ``snapshots``: this launcher published its snapshot holdings for cycle i. Returns
+        the record, which node 0's own wait for the joins takes as read (see
+        :class:`~slurm_ft.launch.roles.joins.JoinRecords`)."""
         job = self.cfg.job
         host, pid = socket.gethostname(), os.getpid()
         info = JoinInfo(job.node_rank, job.node_name, host, pid, unhealthy, stuck, snapshots)
         self.client.join(i, info)
+        return info
 
     def await_decision(self, i: int) -> Decision:
         """A peer waits for node 0's decision (raises StoreLost when none comes)."""
