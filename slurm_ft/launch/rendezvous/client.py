@@ -20,6 +20,7 @@ from functools import partial
 
 from slurm_ft.launch.rendezvous import reads, stores
 from slurm_ft.launch.rendezvous.connection import Abort, Connection
+from slurm_ft.launch.rendezvous.donemarks import DoneMarks
 from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
     Base,
@@ -70,7 +71,7 @@ class Client(Connection):
         super().__init__(store, keys, address, sealer)
         self._beats = 0
         self._last_beat = ""  # the sealed value of this connection's last beat
-        self._done_in = -1  # the last cycle this launcher's workers all finished in (mark_done)
+        self._done = DoneMarks()
         self._beat_values = reads.Remembered(self.sealer, parse_beat)
 
     # ----------------------------------------------------------------- construction
@@ -243,15 +244,15 @@ class Client(Connection):
     def mark_done(self, i: int, node: int) -> None:
         """This launcher's workers all exited 0 (kept: see :meth:`reassert`)."""
         self._keep(self.keys.done_by(i, node), "1")
-        self._done_in = i
+        self._done.own(i, node)
 
     def all_done(self, i: int, launchers: Sequence[int]) -> bool:
-        """Every active launcher's sealed word that its workers finished: one ``check``
-        while any is missing."""
-        keys = [self.keys.done_by(i, n) for n in launchers]
-        if not self._op(lambda: self._store.check(keys)):
-            return False
-        return all(self._read(keys, parse_mark))
+        """Every active launcher's sealed word that its workers finished (see :mod:`donemarks`)."""
+        for group in self._done.to_ask(i, launchers):
+            keys = [self.keys.done_by(i, n) for n in group]
+            if self._present(keys):
+                self._done.saw(i, group, self._read(keys, parse_mark))
+        return self._done.all_read(i, launchers)
 
     def poll(self, i: int, launchers: Sequence[int], *, judging: bool = True) -> Poll:
         """The cycle's failure (None while there is none, or only a forgery there) and
@@ -268,7 +269,7 @@ class Client(Connection):
         failure = reads.opened(self.sealer, key, raw, decode_failure) if raw else None
         if failure is not None:
             return Poll(failure, False)
-        if not judging and self._done_in != i and not self.halted(i):
+        if not judging and self._done.own_in != i and not self.halted(i):
             return Poll(None, False)
         return Poll(None, self.all_done(i, launchers))
 

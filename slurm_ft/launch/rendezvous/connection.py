@@ -68,6 +68,9 @@ class Connection:
             )
         )
 
+    def _present(self, keys: Sequence[str]) -> bool:
+        return self._op(lambda: self._store.check(list(keys)))
+
     def _read(self, keys: Sequence[str], parse: Callable[[bytes], T]) -> list[T | None]:
         """Each key's parsed, sealed value; None where missing, forged or malformed."""
         raws = self._op(lambda: reads.read(self._store, keys))
