@@ -233,8 +233,9 @@ class SpareBook:
             placement=placement,
         )
         moves = [describe(r, names) for r in placement.replacements]
-        moves += [
-            f"{names[k]} ({r.describe()}) is placed again: no healthy spare was left"
+        moves += [  # read after "replacing", as the coordinator logs a move
+            f"nobody: {names[k]} ({r.describe()}) takes node rank {placement.active.index(k)} again, "
+            "no healthy spare being left"
             for k, r in sorted(self._last_reprieve.items())
         ]
         return verdict, tuple(moves)

@@ -153,8 +153,8 @@ def test_a_suspect_node_takes_a_node_rank_again_once_no_healthy_spare_is_left(tm
     }
     assert record(c, 3)["replacements"] == [
         "node rank 1: node2 -> node1 (lost: launcher silent (heart-beat lost))",
-        "node1 (suspect: hosted the first failure of 2 cycles in a row) is placed again: "
-        "no healthy spare was left",
+        "nobody: node1 (suspect: hosted the first failure of 2 cycles in a row) takes node rank 1 again, "
+        "no healthy spare being left",
     ]
     out = c.outcome()
     assert (out["exit_code"], out["lost_nodes"], out["suspect_nodes"]) == (0, ["node2"], [])
