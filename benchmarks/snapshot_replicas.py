@@ -18,18 +18,7 @@ and of the receiving one; how far the replica lags (sampled every 0.1 s, in step
 replicas kept and those dropped as superseded. On one machine the receiver competes with
 the trainer too, which on real nodes runs elsewhere.
 
-The pusher runs as a launcher's does: on the job-wide grid (:mod:`slurm_ft.launch.snapshots.grid`),
-this process hosting the planner of a one-node ring (``--no-grid``: each key's newest
-only, as before the grid). With ``--pin`` (the default where the
-machine has two CPUs or more) the trainer runs on the first CPU and both launchers on the
-others, as a real node gives its launcher cores of its own: the trainer then competes for
-memory bandwidth and caches only, which is what the 2 % bound is about, not for a core
-shared with the other engineers' work. Many short phases, interleaved and rotated; the
-ratio of each round's replicas phase to its snapshots phase (steps per second, and the
-trainer's CPU time per step), their median and a bootstrap 95 % interval over the rounds.
-
-    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 1.5] [--rounds 20] [--no-pin] [--no-grid]
-        [--json PATH]
+    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 6] [--rounds 4] [--json PATH]
 """
 
 from __future__ import annotations
@@ -54,11 +43,9 @@ SECRET_ENV = "SLURM_FT_BENCH_SECRET"
 KEY = layout.rank_key(0)
 
 
-def train(where: Path, ctl: Path, mib: int, cpus: set[int] | None) -> int:
+def train(where: Path, ctl: Path, mib: int) -> int:
     """The trainer: steps until killed; a line per step (end time, its thread's CPU time
     for the step, the snapshot call's time or -1 when it did not snapshot)."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
     import torch
 
     from slurm_ft.snapshot import session
@@ -88,10 +75,8 @@ def train(where: Path, ctl: Path, mib: int, cpus: set[int] | None) -> int:
             out.flush()
 
 
-def serve(where: Path, cpus: set[int] | None) -> int:
+def serve(where: Path) -> int:
     """The next node's launcher: receives replicas into ``where`` until stdin closes."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
     from slurm_ft.launch.snapshots.peer import PeerServer
 
     server = PeerServer(
@@ -130,61 +115,43 @@ def _step(area: Path) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     parser = cmdline.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=cmdline.positive_int, default=16)
-    parser.add_argument("--phase-s", type=cmdline.positive_float, default=1.5)
-    parser.add_argument("--rounds", type=cmdline.positive_int, default=20)
-    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None)
-    parser.add_argument("--grid", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--phase-s", type=cmdline.positive_float, default=6.0)
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=4)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--train", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--cpus", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    given = {int(c) for c in args.cpus.split(",") if c}
     if args.train:
-        return train(args.train[0], args.train[1], args.mib, given)
+        return train(args.train[0], args.train[1], args.mib)
     if args.serve:
-        return serve(args.serve, given)
-    from slurm_ft.launch.snapshots import grid
-    from slurm_ft.launch.snapshots.peer import Address, PeerServer
-    from slurm_ft.launch.snapshots.replicas import GridAim, ReplicaPusher
-
-    online = sorted(os.sched_getaffinity(0))
-    args.pin = len(online) >= 2 if args.pin is None else args.pin
-    trainer_cpus = {online[0]} if args.pin else set(online)
-    launcher_cpus = set(online[1:]) if args.pin else set(online)
-    os.sched_setaffinity(0, launcher_cpus)
+        return serve(args.serve)
+    from slurm_ft.launch.snapshots.peer import Address
+    from slurm_ft.launch.snapshots.replicas import ReplicaPusher
 
     mine = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-a-")
     theirs = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-b-")
     ctl = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-ctl-")
     secret = secrets.token_hex(32)
     me = [sys.executable, "-m", "benchmarks.snapshot_replicas", "--mib", str(args.mib)]
-    trainer = subprocess.Popen([*me, "--train", str(mine), str(ctl), "--cpus", _cpus(trainer_cpus)])
+    trainer = subprocess.Popen([*me, "--train", str(mine), str(ctl)])
     receiver = subprocess.Popen(
-        [*me, "--serve", str(theirs), "--cpus", _cpus(launcher_cpus)],
+        [*me, "--serve", str(theirs)],
         env={**os.environ, SECRET_ENV: secret},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert receiver.stdout is not None
     address = Address("127.0.0.1", int(receiver.stdout.readline()))
-    planner = PeerServer(mine, secret.encode(), host="127.0.0.1", max_size=1 << 40, event=lambda _: None)
-    planner.coordinator = grid.Coordinator()
-    planner.coordinator.reset(1, 1)
-    aim = GridAim(Address("127.0.0.1", planner.port), 1, 0) if args.grid else None
     pusher = ReplicaPusher(mine, secret.encode(), event=lambda _: None)
     phases: list[dict[str, object]] = []
     try:
         (ctl / "snapshot").touch()
-        time.sleep(max(3.0, args.phase_s))  # the trainer's start-up and first slots, outside every phase
+        time.sleep(args.phase_s)  # the trainer's start-up and first slots, outside every phase
         for k in range(args.rounds):
             for kind in KINDS[k % 3 :] + KINDS[: k % 3]:
-                phases.append(
-                    _phase(kind, args.phase_s, ctl, mine, theirs, pusher, (address, aim), receiver.pid)
-                )
+                phases.append(_phase(kind, args.phase_s, ctl, mine, theirs, pusher, address, receiver.pid))
     finally:
         pusher.close()
-        planner.close()
         trainer.kill()
         trainer.wait()
         receiver.communicate(b"", timeout=60)
@@ -193,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             privatefiles.remove_tree(made)
     for phase in phases:
         _steps_of(phase, stamps)
-    return _report(args, phases, trainer_cpus, launcher_cpus)
+    return _report(args, phases)
 
 
 def _phase(
@@ -206,17 +173,17 @@ def _phase(
     address: object,
     receiver_pid: int,
 ) -> dict[str, object]:
+    from slurm_ft.launch.snapshots.peer import Address
     from slurm_ft.launch.snapshots.replicas import ReplicaPusher
 
-    assert isinstance(pusher, ReplicaPusher) and isinstance(address, tuple)
+    assert isinstance(pusher, ReplicaPusher) and isinstance(address, Address)
     flag = ctl / "snapshot"
     if kind == "none":
         flag.unlink(missing_ok=True)
     else:
         flag.touch()
-    pusher.aim(*address) if kind == "replicas" else pusher.aim(None)
-    c = pusher.counts
-    counts0 = (c.kept, c.superseded, c.failed, c.behind, c.copy_s, c.copied_bytes)
+    pusher.aim(address if kind == "replicas" else None)
+    counts0 = (pusher.counts.kept, pusher.counts.superseded, pusher.counts.failed, pusher.counts.behind)
     cpu0, rcpu0 = proc.self_cpu_s(os.getpid()), proc.self_cpu_s(receiver_pid)  # ended threads too
     t0 = time.monotonic()
     lags: list[int] = []
@@ -243,8 +210,6 @@ def _phase(
         "superseded": pusher.counts.superseded - counts0[1],
         "failed": pusher.counts.failed - counts0[2],
         "behind": pusher.counts.behind - counts0[3],
-        "copy_s": pusher.counts.copy_s - counts0[4],
-        "copied_mib": (pusher.counts.copied_bytes - counts0[5]) / (1 << 20),
         "lag_steps_median": statistics.median(lags) if lags else None,
         "lag_steps_max": max(lags) if lags else None,
     }
@@ -260,19 +225,6 @@ def _steps_of(phase: dict[str, object], stamps: list[tuple[float, ...]]) -> None
     phase["snapshot_ms"] = 1000 * statistics.median(snaps) if snaps else None
 
 
-def _cpus(cpus: set[int]) -> str:
-    return ",".join(map(str, sorted(cpus)))
-
-
-def bootstrap(ratios: list[float], *, draws: int = 4000, seed: int = 44) -> tuple[float, float]:
-    """A 95 % interval of the median of ``ratios`` (resampled with replacement)."""
-    import random
-
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
-    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
-
-
 def _num(phase: dict[str, object], field: str) -> float:
     value = phase[field]
     assert isinstance(value, int | float)
@@ -284,9 +236,7 @@ def _median(phases: list[dict[str, object]], kind: str, field: str) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _report(
-    args: argparse.Namespace, phases: list[dict[str, object]], trainer_cpus: set[int], launcher_cpus: set[int]
-) -> int:
+def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
     fields = (
         "steps_per_s",
         "cpu_ms_per_step",
@@ -310,20 +260,7 @@ def _report(
         for s in phases[3 * k : 3 * k + 3]
         if r["kind"] == "replicas" and s["kind"] == "snapshots" and r["steps_per_s"] and s["steps_per_s"]
     ]
-    cpu_pairs = [  # the trainer's CPU time per step: what replicas cost it through memory and caches
-        float(r["cpu_ms_per_step"]) / float(s["cpu_ms_per_step"])  # type: ignore[arg-type]
-        for k in range(args.rounds)
-        for r in phases[3 * k : 3 * k + 3]
-        for s in phases[3 * k : 3 * k + 3]
-        if r["kind"] == "replicas"
-        and s["kind"] == "snapshots"
-        and r["cpu_ms_per_step"]
-        and s["cpu_ms_per_step"]
-    ]
     rep_phases = [p for p in phases if p["kind"] == "replicas"]
-    copy_s = sum(_num(p, "copy_s") for p in rep_phases)
-    copied_mib = sum(_num(p, "copied_mib") for p in rep_phases)
-    rep_s = sum(_num(p, "t1") - _num(p, "t0") for p in rep_phases)
     kept_gib = sum(_num(p, "kept") for p in rep_phases) * args.mib / 1024
     per_gib = {
         side: sum(_num(p, f"{side}_cpu_s") for p in rep_phases) / kept_gib if kept_gib else None
@@ -339,23 +276,10 @@ def _report(
         "summary": summary,
         "replicas_over_snapshots_per_round": pairs,
         "slowdown_median_of_rounds": 1 - statistics.median(pairs) if pairs else None,
-        "slowdown_interval_95": [1 - b for b in reversed(bootstrap(pairs))] if len(pairs) > 1 else None,
-        "replicas_over_snapshots_cpu_per_round": cpu_pairs,
-        "cpu_per_step_change_median": statistics.median(cpu_pairs) - 1 if cpu_pairs else None,
-        "cpu_per_step_change_interval_95": [b - 1 for b in bootstrap(cpu_pairs)]
-        if len(cpu_pairs) > 1
-        else None,
-        "pinned": args.pin,
-        "grid": args.grid,
-        "trainer_cpus": sorted(trainer_cpus),
-        "launcher_cpus": sorted(launcher_cpus),
-        "copy_mib_per_s": copied_mib / copy_s if copy_s else None,
-        "replicated_mib_per_s": copied_mib / rep_s if rep_s else None,
-        "snapshot_mib_per_s": args.mib * (_median(phases, "replicas", "steps_per_s")),
         "phases": phases,
     }
     print(
-        f"{args.mib} MiB sharded snapshot per step, {args.rounds} rounds of {args.phase_s:.1f} s phases "
+        f"{args.mib} MiB sharded snapshot per step, {args.rounds} rounds of {args.phase_s:.0f} s phases "
         f"(median; load average {result['load_avg_1min']:.1f})"
     )
     print(
@@ -377,21 +301,6 @@ def _report(
         if pairs
         else "no pair of phases to compare"
     )
-    if len(pairs) > 1 and len(cpu_pairs) > 1:
-        low, high = bootstrap(pairs)
-        clow, chigh = bootstrap(cpu_pairs)
-        print(
-            f"steps/s slower with replicas: median {(1 - statistics.median(pairs)) * 100:+.1f} % "
-            f"(95 % interval {(1 - high) * 100:+.1f} to {(1 - low) * 100:+.1f} %); trainer CPU per step "
-            f"{(statistics.median(cpu_pairs) - 1) * 100:+.1f} % ({(clow - 1) * 100:+.1f} to "
-            f"{(chigh - 1) * 100:+.1f} %); trainer on CPU {_cpus(trainer_cpus)}, "
-            f"launchers on {_cpus(launcher_cpus)}"
-        )
-    if copy_s and rep_s:
-        print(
-            f"state {args.mib} MiB per step, snapshots {args.mib * rep['steps_per_s']:.0f} MiB/s; replicas "
-            f"{copied_mib / rep_s:.0f} MiB/s landed, each copy at {copied_mib / copy_s:.0f} MiB/s"
-        )
     if kept_gib:
         print(
             f"CPU per GiB of replicas kept: pusher {result['pusher_cpu_s_per_gib_kept']:.2f} s, "

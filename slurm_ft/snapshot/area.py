@@ -116,7 +116,7 @@ def held(area: Path) -> int:
     from slurm_ft.snapshot import layout
 
     for entry in entries:
-        if layout.key_of(Path(entry.name)) is None or not layout.is_turn_slot(Path(entry.name)):
+        if layout.key_of(Path(entry.name)) is None:
             continue
         try:
             total += entry.stat(follow_symlinks=False).st_size

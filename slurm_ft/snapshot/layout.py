@@ -173,21 +173,7 @@ def rank_key(rank: int) -> str:
 
 
 def slot_paths(area: Path, key: str) -> tuple[Path, Path]:
-    """The two slots the trainer's writer (and a replica's receiver) take turns filling."""
     return area / f"{key}.0{SUFFIX}", area / f"{key}.1{SUFFIX}"
-
-
-def kept_paths(area: Path, key: str) -> tuple[Path, Path]:
-    """With replicas (:mod:`slurm_ft.launch.snapshots.grid`): the snapshot of the step whose
-    replicas landed on every node (``.2``), and the one of the step being replicated now
-    (``.3``), each a link to a file the writer filled, which it never fills again. They keep
-    those steps where a plan finds them after the trainer's slots moved on."""
-    return area / f"{key}.2{SUFFIX}", area / f"{key}.3{SUFFIX}"
-
-
-def all_slot_paths(area: Path, key: str) -> tuple[Path, ...]:
-    """Every file of ``key`` a complete snapshot may be in: what readers look at."""
-    return slot_paths(area, key) + kept_paths(area, key)
 
 
 def owner_path(area: Path, key: str) -> Path:
@@ -200,19 +186,13 @@ def space_lock_path(area: Path) -> Path:
     return area / "space.lock"
 
 
-def is_turn_slot(path: Path) -> bool:
-    """Whether a slot file is one of the two the writer takes turns filling (the node's cap
-    counts those; a kept link is one snapshot more per key, outside it)."""
-    return path.name.endswith((f".0{SUFFIX}", f".1{SUFFIX}"))
-
-
 def key_of(path: Path) -> str | None:
     """The key of a slot file's name, or None when the name is not a slot file's."""
     name = path.name
     if not name.endswith(SUFFIX):
         return None
     key, dot, index = name[: -len(SUFFIX)].rpartition(".")
-    if not dot or index not in ("0", "1", "2", "3"):
+    if not dot or index not in ("0", "1"):
         return None
     if key == REPLICATED or (key.startswith("rank-") and key[5:].isdigit()):
         return key

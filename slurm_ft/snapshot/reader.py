@@ -81,10 +81,9 @@ def read_header(path: Path) -> layout.Sealed | None:
 
 
 def complete_slots(area: Path, key: str) -> list[SnapshotInfo]:
-    """The files of ``key`` (its two slots, and the kept ones with replicas) that hold a
-    complete snapshot, the newest first."""
+    """Both slots of ``key`` that hold a complete snapshot, the newest first."""
     found = []
-    for path in layout.all_slot_paths(area, key):
+    for path in layout.slot_paths(area, key):
         sealed = read_header(path)
         if sealed is not None:
             found.append(SnapshotInfo(key, path, sealed.generation, sealed.header))
@@ -157,41 +156,6 @@ def load(info: SnapshotInfo, *, copy: bool) -> dict[str, object]:
         except BufferError:  # a view is still referenced somewhere: the GC unmaps it
             pass
     return state
-
-
-RETRIES = 5  # a slot replaced while it is read is read again, from the newest complete one, this often
-
-
-def load_newest(
-    area: Path,
-    key: str,
-    *,
-    copy: bool,
-    step: int | None = None,
-    attempts: int = RETRIES,
-    looked: SnapshotInfo | None = None,
-) -> tuple[SnapshotInfo, dict[str, object]] | None:
-    """``key``'s newest complete snapshot (of ``step``, when given) and its state, for a
-    reader that does not hold the key's lock (the launcher serving a fetch, a test): a
-    replica landing meanwhile, or the trainer's next snapshot into a held slot's place,
-    puts a new file where the one being read was, and that read is torn. The files are
-    looked at again and the newest complete one read, at most ``attempts`` times; a torn
-    one is never returned. None: no such snapshot (any more). Raises :class:`Torn` when
-    every attempt was torn. ``looked``: the snapshot the caller found a moment ago, read
-    first."""
-    torn: Torn | None = None
-    for _ in range(attempts):
-        if looked is None:
-            found = [info for info in complete_slots(area, key) if step is None or info.step == step]
-            if not found:
-                return None
-            looked = found[0]
-        try:
-            return looked, load(looked, copy=copy)
-        except Torn as exc:
-            torn, looked = exc, None
-    assert torn is not None
-    raise torn
 
 
 def _unpickle(view: mmap.mmap, header: layout.Header, copy: bool) -> dict[str, object]:

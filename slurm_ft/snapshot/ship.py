@@ -23,7 +23,6 @@ never needs torch for it).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import mmap
@@ -31,7 +30,6 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -140,33 +138,6 @@ def send(info: reader.SnapshotInfo, out: BinaryIO, *, bound: Bound | None = None
     return Sent(_PREAMBLE.size + sent + _TRAILER.size, whole)
 
 
-@contextlib.contextmanager
-def held_step(
-    area: Path, key: str, step: int, *, attempts: int = reader.RETRIES
-) -> Iterator[reader.SnapshotInfo | None]:
-    """``key``'s complete snapshot of ``step``, its file held still while the block runs
-    (the info's path names the open file itself, so :func:`send` reads that file even
-    once another is in its place), or None when no file holds it. A file replaced between
-    the look and the hold (a replica landing in its place, the trainer filling it) is
-    looked for again, at most ``attempts`` times: a fetch then sends a whole snapshot
-    where it used to send a torn one, refused at the other end."""
-    for _ in range(attempts):
-        found = [i for i in reader.complete_slots(area, key) if i.step == step]
-        if not found:
-            break
-        try:
-            fd = os.open(found[0].path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            if _hold(fd) and _is(os.pread(fd, layout.HEADER_SIZE, 0), found[0]):
-                yield replace(found[0], path=Path(f"/proc/self/fd/{fd}"))
-                return
-        finally:
-            os.close(fd)
-    yield None
-
-
 def _hold(fd: int) -> bool:
     """Hold the slot's file still (shared: a replica and a fetch may send one slot at
     once); False while the trainer's writer holds it (it is filling it: superseded)."""
@@ -199,14 +170,11 @@ def receive(
     max_size: int,
     limit: int | None = None,
     bound: Bound | None = None,
-    keep: int | None = None,
 ) -> reader.SnapshotInfo:
     """Read one shipped snapshot from ``inp`` into ``area`` as a complete slot of its key,
-    marked with ``origin``, in the older slot's place, or the other one's where the older
-    holds step ``keep`` (the step every node's replicas landed at: a lost node's state).
-    Raises :class:`ShipError` (:class:`Superseded` when the sender stopped because its
-    slot was rewritten; past ``bound``, counted from when the key's slots are had); the
-    area keeps what it had."""
+    marked with ``origin``. Raises :class:`ShipError` (:class:`Superseded` when the sender
+    stopped because its slot was rewritten; past ``bound``, counted from when the key's
+    slots are had); the area keeps what it had."""
     magic, size = _PREAMBLE.unpack(_exact(inp, _PREAMBLE.size))
     if magic != SHIP_MAGIC:
         raise ShipError("not a shipped snapshot")
@@ -222,7 +190,7 @@ def receive(
     if lock is None:
         raise ShipError(f"{key}'s slots stay busy in {area}")
     with lock:
-        return _receive_locked(area, key, inp, raw_header, sealed, origin, limit, _Clock(bound, size), keep)
+        return _receive_locked(area, key, inp, raw_header, sealed, origin, limit, _Clock(bound, size))
 
 
 def _receive_locked(
@@ -234,17 +202,10 @@ def _receive_locked(
     origin: layout.Origin,
     limit: int | None,
     clock: _Clock,
-    keep: int | None,
 ) -> reader.SnapshotInfo:
     paths = layout.slot_paths(area, key)
-    found = [reader.read_header(p) for p in paths]
-    gens = [f.generation if f else 0 for f in found]
-    older = 0 if gens[0] <= gens[1] else 1
-    kept = found[older]
-    if keep is not None and kept is not None and kept.header.step == keep:
-        older = 1 - older
-    target = paths[older]
-    gens += [f.generation for p in layout.kept_paths(area, key) if (f := reader.read_header(p))]
+    gens = [found.generation if (found := reader.read_header(p)) else 0 for p in paths]
+    target = paths[0 if gens[0] <= gens[1] else 1]
     size = sealed.header.file_size
     # a new file in the older slot's place: a trainer's mapped restore may still use the old one
     try:

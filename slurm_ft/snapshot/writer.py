@@ -173,11 +173,6 @@ class _Mapped:
             return False
         return True
 
-    def linked(self) -> bool:
-        """Whether the file is also a kept snapshot (:func:`slurm_ft.snapshot.layout.kept_paths`):
-        never filled again, the writer takes a new file in its place."""
-        return os.fstat(self.fd).st_nlink > 1
-
     def let_go(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
 
@@ -255,19 +250,15 @@ class SlotWriter:
             slot.follow_path()
         gens = [s.generation() for s in self._slots]
         target = self._slots[0 if gens[0] <= gens[1] else 1]
-        if target.path in self._lent or not target.hold() or target.linked():
-            # lent to a mapped restore, held still by a sender (a replica, a fetch), or kept
-            # as a replicated step: the old file stays whole for them, and this write goes to
-            # a new one
-            if target.linked():
-                target.let_go()
+        if target.path in self._lent or not target.hold():
+            # lent to a mapped restore, or held still by a sender (a replica, a fetch): the
+            # old file stays whole for them, unlinked, and this write goes to a new one
             self._lent.discard(target.path)
             target.new_inode()
             if not target.hold():  # a sender holds only sealed files: not reached, but never waited on
                 return Result(Outcome.BUSY, size=laid.file_size)
-        kept = [found.generation for p in layout.kept_paths(self.area, self.key) if (found := _sealed(p))]
         try:
-            return self._write_held(step, laid, on_chunk, target, max(gens + kept) + 1)
+            return self._write_held(step, laid, on_chunk, target, max(gens) + 1)
         finally:
             target.let_go()
 
@@ -362,15 +353,6 @@ class SlotWriter:
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             yield side
-
-
-def _sealed(path: Path) -> layout.Sealed | None:
-    """A kept file's header (its generation orders it among the key's snapshots)."""
-    try:
-        with open(path, "rb") as f:
-            return layout.decode(f.read(layout.HEADER_SIZE))
-    except OSError:
-        return None
 
 
 def _pieces(

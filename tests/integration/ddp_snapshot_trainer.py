@@ -3,8 +3,7 @@ logs, per rank as JSON lines in OUT/rankR.jsonl, the hash of its parameters and 
 state after every step (``step``) and of the state it resumed from (``resume``, with its
 source): a resume is the truth only when its hash is the one logged at that step.
 
-``--shard-mib M`` adds M MiB to each rank's shard, so that a replica takes several steps
-to travel. ``--crash-rank R --crash-after K``: in cycle 0, rank R exits 1 after its optimizer step of
+``--crash-rank R --crash-after K``: in cycle 0, rank R exits 1 after its optimizer step of
 step K, before that step's snapshot, so its node holds step K-1 while the others hold K:
 only the launchers' plan (one step for every rank) keeps the next cycle from mixing them."""
 
@@ -53,9 +52,6 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--step-time", type=float, default=0.1)
     p.add_argument("--sharded", action="store_true", help="each rank keeps a state of its own as well")
-    p.add_argument(
-        "--shard-mib", type=int, default=0, help="with --sharded: MiB more per shard (slow replicas)"
-    )
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-after", type=int, default=-1, help="in cycle 0, after this step's optimizer step")
     a = p.parse_args()
@@ -84,7 +80,6 @@ def main() -> int:
 
     _log(log, {"event": "resume", "cycle": cycle, "source": source, "step": step, "hash": digest()})
     ddp = DistributedDataParallel(model)
-    bulk = torch.zeros(a.shard_mib << 18)  # bytes a replica must move, beside the shard itself
     while step < a.steps:
         step += 1
         x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step * 1000 + rank))
@@ -97,8 +92,6 @@ def main() -> int:
             _log(log, {"event": "crash", "cycle": cycle, "step": step})
             os._exit(1)
         state = {"model": model.state_dict(), "opt": opt.state_dict(), **({"own": own} if a.sharded else {})}
-        if a.sharded and a.shard_mib:
-            state["bulk"] = bulk
         worker.snapshot(step, state, replicated=not a.sharded)
         _log(log, {"event": "step", "cycle": cycle, "step": step, "hash": digest()})
         worker.heartbeat()

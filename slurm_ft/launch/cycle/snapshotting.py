@@ -42,7 +42,7 @@ def plan(
     if not nodes:
         return False
     published = dict(zip(nodes, client.snapshot_holdings(i, nodes), strict=True))
-    planned = lostnode.parts(published, active, cfg.topo.nproc_per_node, planner=cfg.job.node_rank, epoch=i)
+    planned = lostnode.parts(published, active, cfg.topo.nproc_per_node)
     if planned is None:
         return False
     client.publish_snapshot_parts(i, {n: part.encode() for n, part in planned.items()})

@@ -15,10 +15,9 @@ mixes steps. A copy that cannot be fetched from any holder leaves the node's ran
 nothing, and the launcher ends the cycle at once (the next plan, without the lost holder,
 says the checkpoint).
 
-With ``--snapshot-replicas 1`` a thread pushes this node's shards to the next active node
-in a ring (:func:`sources.replica_target`), in the background (:mod:`replicas`), on the
-job-wide grid of steps that the planning launcher's service agrees each cycle (:mod:`grid`;
-the part names that service, the cycle and the ring's size).
+With ``--snapshot-replicas 1`` a thread pushes each new snapshot of this node's shards to
+the next active node in a ring (:func:`sources.replica_target`), in the background
+(:mod:`replicas`).
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_ft.launch.snapshots import grid, peer, sources
-from slurm_ft.launch.snapshots.replicas import GridAim, ReplicaPusher
+from slurm_ft.launch.snapshots import peer, sources
+from slurm_ft.launch.snapshots.replicas import ReplicaPusher
 from slurm_ft.snapshot import claim, layout, reader
 
 if TYPE_CHECKING:
@@ -79,9 +78,6 @@ class Part:
     sources: tuple[sources.Source, ...] = ()
     holders: dict[str, list[tuple[int, peer.Address]]] = field(default_factory=dict)
     target: peer.Address | None = None
-    grid: peer.Address | None = None  # the planner's service, where replicated steps are agreed
-    epoch: int = 0  # the cycle the grid's rounds are of
-    ring: int = 0  # the nodes whose replicas must land for a step to be agreed
 
     def encode(self) -> str:
         return json.dumps(
@@ -91,7 +87,6 @@ class Part:
                 "sources": [[s.key, s.via.name, s.node] for s in self.sources],
                 "holders": {k: [[n, str(a)] for n, a in hs] for k, hs in self.holders.items()},
                 "target": str(self.target) if self.target else None,
-                "grid": [str(self.grid), self.epoch, self.ring] if self.grid else None,
             }
         )
 
@@ -102,9 +97,6 @@ class Part:
             doc = json.loads(text)
             step = doc["step"]
             if not isinstance(doc["acts"], bool) or not (step is None or type(step) is int):
-                return None
-            planner, epoch, ring = doc["grid"] if doc.get("grid") else (None, 0, 0)
-            if type(epoch) is not int or type(ring) is not int:
                 return None
             return cls(
                 acts=doc["acts"],
@@ -118,26 +110,16 @@ class Part:
                     for key, hs in doc["holders"].items()
                 },
                 target=peer.Address.parse(doc["target"]) if doc["target"] else None,
-                grid=peer.Address.parse(planner) if planner else None,
-                epoch=epoch,
-                ring=ring,
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
 
 def parts(
-    published: Mapping[int, str | None],
-    active: Sequence[int],
-    nproc_per_node: int,
-    *,
-    planner: int | None = None,
-    epoch: int = 0,
+    published: Mapping[int, str | None], active: Sequence[int], nproc_per_node: int
 ) -> dict[int, Part] | None:
     """Node 0's plan, one part per active launcher, from what the launchers published
     (None: nothing to say to anyone, nothing held and no replica target published).
-    ``planner``: the node computing it, whose service agrees the job's replicated steps
-    (:mod:`grid`) for cycle ``epoch`` when it keeps replicas.
 
     A launcher whose join says it published but whose holdings cannot be read (not sealed
     with the job secret: forged or deleted) counts as holding nothing: it takes its keys
@@ -152,24 +134,21 @@ def parts(
     if blind:
         chosen = sources.Plan(None, {})
     acts = blind or (chosen is not None and _acts(chosen, found))
-    mine = found.get(planner) if planner is not None else None
-    planned_at = mine.address if mine is not None and len(active) > 1 else None
-    ring = len(active) if planned_at is not None else 0
     out: dict[int, Part] = {}
     for node in active:
         target = sources.replica_target(node, active)
         theirs = found.get(target) if target is not None else None
         address = theirs.address if theirs is not None else None
         if chosen is None or not acts:
-            out[node] = Part(False, target=address, grid=planned_at, epoch=epoch, ring=ring)
+            out[node] = Part(False, target=address)
             continue
-        keys = chosen.sources.get(node, ())
+        mine = chosen.sources.get(node, ())
         holders = {
             s.key: _holders(found, s.key, chosen.step, node, s.node)
-            for s in keys
+            for s in mine
             if s.via is sources.Via.PEER and chosen.step is not None
         }
-        out[node] = Part(True, chosen.step, keys, holders, address, planned_at, epoch, ring)
+        out[node] = Part(True, chosen.step, mine, holders, address)
     if not acts and all(p.target is None for p in out.values()):
         return None
     return out
@@ -236,7 +215,7 @@ def trim(area: Path, keys: Collection[str], step: int | None) -> list[str]:
         if lock is None:
             continue
         with lock:
-            for path in layout.all_slot_paths(area, key):
+            for path in layout.slot_paths(area, key):
                 sealed = reader.read_header(path)
                 if sealed is not None and step is not None and sealed.header.step == step:
                     continue
@@ -272,7 +251,6 @@ class LostNodes:
         self._unserved = False  # the service could not start: said once, not tried again
         self.replicas = replicas
         self.pusher: ReplicaPusher | None = None
-        self.coordinator = grid.Coordinator()  # used where this node plans a cycle
         if replicas > 0:
             self.serve()  # the ring's previous node pushes here before this memory holds anything
             self.pusher = ReplicaPusher(area, secret, timeout=FETCH_TIMEOUT_S, event=event)
@@ -321,7 +299,7 @@ class LostNodes:
         as node 0's part for it says. None when they are (or nothing is planned); else the
         failure to publish."""
         if self.pusher is not None:
-            self._aim(part)
+            self.pusher.aim(part.target if part is not None else None)
         if part is None or not part.acts:
             return None
         self.event(sources.says(sources.Plan(part.step, {self.me: part.sources}), self.me))
@@ -334,19 +312,6 @@ class LostNodes:
                     return why
         trim(self.area, keys, part.step)
         return None
-
-    def _aim(self, part: Part | None) -> None:
-        """Replicas to the part's ring successor, on the grid its planner agrees (the
-        planner itself starts the cycle's rounds)."""
-        assert self.pusher is not None
-        if part is None:
-            self.pusher.aim(None)
-            return
-        if part.grid is not None and part.grid == self.address and self.server is not None:
-            self.server.coordinator = self.coordinator
-            self.coordinator.reset(part.epoch, part.ring)
-        aim = GridAim(part.grid, part.epoch, self.me) if part.grid is not None else None
-        self.pusher.aim(part.target, aim)
 
     def unplanned(self) -> str:
         """The decision says node 0 wrote this launcher a part, but what the store holds

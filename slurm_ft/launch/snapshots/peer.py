@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, cast
 
-from slurm_ft.launch.snapshots import grid
 from slurm_ft.snapshot import layout, reader, ship
 
 MAGIC = b"SFTPEER1"
@@ -144,7 +143,6 @@ class PeerServer:
         self.max_size = max_size
         self.limit = limit
         self.event = event
-        self.coordinator: grid.Coordinator | None = None  # set on the planner's node (grid.py)
         self._sock = socket.create_server((host, port), reuse_port=False)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="snapshot-peer", daemon=True)
@@ -181,10 +179,7 @@ class PeerServer:
                 if request.get("op") == "get":
                     self._give(f, request)
                 elif request.get("op") == "put":
-                    keep = request.get("keep")
-                    self._take(f, who, keep if type(keep) is int else None)
-                elif request.get("op") == "grid":
-                    self._grid(f, request)
+                    self._take(f, who)
             except (OSError, PeerError, ship.ShipError) as exc:
                 self.event(f"snapshots: a transfer with {who} failed: {exc}")
 
@@ -220,36 +215,14 @@ class PeerServer:
         if not isinstance(key, str) or not isinstance(step, int):
             _say(f, b"NONE", "a fetch names a key and a step")
             return
-        with ship.held_step(self.area, key, step) as found:  # a file replaced meanwhile: looked for again
-            if found is None:
-                _say(f, b"NONE", f"{key} of step {step} is not held here")
-                return
-            _say(f, b"SHIP", found.header.origin.word)  # a replica stays one: the log says so
-            self._send(found, cast(BinaryIO, f))
+        found = [i for i in reader.complete_slots(self.area, key) if i.step == step]
+        if not found:
+            _say(f, b"NONE", f"{key} of step {step} is not held here")
+            return
+        _say(f, b"SHIP", found[0].header.origin.word)  # a replica stays one: the log says so
+        self._send(found[0], cast(BinaryIO, f))
 
-    def _grid(self, f: Duplex, request: dict[str, object]) -> None:
-        """A node's report to the planner of replicated steps (:mod:`grid`); the answer
-        waits there until the round moves on."""
-        fields = [request.get(name) for name in ("epoch", "node", "newest", "landed", "missed")]
-        knows = request.get("knows")
-        word: tuple[int | None, int | None] = (None, None)
-        if (
-            self.coordinator is not None
-            and all(v is None or type(v) is int for v in fields)
-            and type(fields[0]) is int
-            and type(fields[1]) is int
-            and isinstance(knows, list)
-            and len(knows) == 2
-            and all(v is None or type(v) is int for v in knows)
-        ):
-            epoch, node, newest, landed, missed = fields
-            assert isinstance(epoch, int) and isinstance(node, int)
-            word = self.coordinator.report(
-                epoch, node, _int(newest), _int(landed), _int(missed), (knows[0], knows[1])
-            )
-        _say(f, b"GRID", json.dumps(list(word)))
-
-    def _take(self, f: Duplex, who: str, keep: int | None) -> None:
+    def _take(self, f: Duplex, who: str) -> None:
         lowest_priority()  # a replica arriving must not slow this node's own trainer
         try:
             info = ship.receive(
@@ -259,7 +232,6 @@ class PeerServer:
                 max_size=self.max_size,
                 limit=self.limit,
                 bound=bound(IDLE_S),
-                keep=keep,
             )
         except ship.Superseded as exc:
             _say(f, b"GONE", str(exc))  # the pusher sends the newer one next: nothing to say
@@ -269,10 +241,6 @@ class PeerServer:
                 _say(f, b"FAIL", str(exc))
             raise PeerError(f"the replica from {who} was not kept: {exc}") from None
         _say(f, b"KEPT", f"{info.key} {info.step}")
-
-
-def _int(value: object) -> int | None:
-    return value if type(value) is int else None
 
 
 def _send_bounded(info: reader.SnapshotInfo, out: BinaryIO) -> ship.Sent:
@@ -350,48 +318,11 @@ def fetch(
             raise PeerError(f"the copy of {key} from {address} is not used: {exc}") from None
 
 
-def report(
-    address: Address,
-    secret: bytes,
-    request: dict[str, object],
-    *,
-    timeout: float = 30.0,
-    opened: Callable[[socket.socket | None], None] = lambda conn: None,
-) -> tuple[int | None, int | None]:
-    """A report to the planner of replicated steps (``request``: the fields
-    :meth:`PeerServer._grid` reads); its (agreed, candidate), which the planner may hold
-    back a few seconds. ``opened`` is given the connection while it waits (and None after),
-    so a launcher on its way out can cut the wait short. Raises :class:`PeerError`."""
-    conn, f = _open(address, secret, {"op": "grid", **request}, timeout)
-    opened(conn)
-    with conn, contextlib.closing(f):
-        try:
-            conn.settimeout(timeout)
-            word, text = _heard(f)
-        except OSError as exc:
-            raise PeerError(f"{address}: {exc}") from None
-        finally:
-            opened(None)
-    try:
-        agreed, candidate = json.loads(text) if word == b"GRID" else (None, None)
-    except (ValueError, TypeError):
-        agreed, candidate = None, None
-    return _int(agreed), _int(candidate)
-
-
-def push(
-    address: Address,
-    secret: bytes,
-    info: reader.SnapshotInfo,
-    *,
-    timeout: float = 30.0,
-    keep: int | None = None,
-) -> Pushed:
+def push(address: Address, secret: bytes, info: reader.SnapshotInfo, *, timeout: float = 30.0) -> Pushed:
     """This node's snapshot ``info`` into the memory of the launcher at ``address``, as a
     replica: kept, or superseded (the slot was rewritten while it was sent, and the copy
-    dropped at both ends). ``keep``: the step the receiver must not put it in place of
-    (the agreed step's, :mod:`grid`). Raises :class:`PeerError`."""
-    conn, f = _open(address, secret, {"op": "put", "keep": keep}, timeout)
+    dropped at both ends). Raises :class:`PeerError`."""
+    conn, f = _open(address, secret, {"op": "put"}, timeout)
     with conn, contextlib.closing(f):
         try:
             conn.settimeout(timeout)
