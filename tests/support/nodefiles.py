@@ -16,6 +16,13 @@ def processes(state: Path | StateDir, node: str, cycle: int) -> dict:
     return found[cycle]
 
 
+def snapshots(state: Path | StateDir, node: str, cycle: int) -> dict:
+    """``node``'s snapshot record of ``cycle`` (its last line of the cycle); KeyError when none."""
+    state = state if isinstance(state, StateDir) else StateDir(state)
+    found = {doc.get("cycle"): doc for doc in jsonlines.read(state.node_snapshots(node))}
+    return found[cycle]
+
+
 def has_processes(state: Path | StateDir, node: str, cycle: int) -> bool:
     try:
         processes(state, node, cycle)
