@@ -28,4 +28,7 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     # the succession: one successor (the lowest survivor) decides, the 14 others hold it
     assert row["successors"] == 1
     assert row["succeeded"] == 14
-    assert 0 <= row["succession_noticed_s"] <= row["successor_decided_s"] <= row["succession_s"] < 60
+    # the last survivor to notice may notice after the successor decided (a slow poll), but
+    # nobody holds a decision before it exists or before noticing the loss
+    assert 0 <= row["successor_decided_s"] <= row["succession_s"] < 60
+    assert 0 <= row["succession_noticed_s"] <= row["succession_s"]

@@ -158,7 +158,9 @@ def test_a_lost_node_without_a_spare_persists_every_survivors_shard_and_the_resu
         next(e for e in events(out, r) if e["event"] == "resume" and e["cycle"] > 0) for r in (0, 1, 2)
     ]
     step = resumes[0]["step"]
-    assert step >= 6 and {r["step"] for r in resumes} == {step}, resumes  # one step for every rank
+    # one step for every rank, from the persisted shards; the lost node's replica may trail its
+    # own newest (the push runs beside training), so the bound is the issue's, two steps
+    assert {r["step"] for r in resumes} == {step} and {r["source"] for r in resumes} == {"persisted"}, resumes
     assert all(resumes[r]["hash"] == per_rank[r][step] for r in (0, 1, 2)), (resumes, step)
     assert step >= max(before) - 2, (step, max(before))
     slurm_cluster.assert_no_user_processes()
