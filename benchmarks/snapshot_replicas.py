@@ -16,9 +16,16 @@ copies cost it through memory and caches, as opposed to waiting for a core), its
 call's time; the CPU (percent of one core, all threads) and RSS of the pushing launcher
 and of the receiving one; how far the replica lags (sampled every 0.1 s, in steps); the
 replicas kept and those dropped as superseded. On one machine the receiver competes with
-the trainer too, which on real nodes runs elsewhere.
+the trainer too, which on real nodes runs elsewhere: with ``--pin`` (the default where the
+machine has two CPUs or more) the trainer runs on the first CPU and both launchers on the
+others, as a real node gives its launcher cores of its own, so that the trainer competes
+for memory bandwidth and caches only (what the 2 % bound of #44 is about), not for a core
+shared with other work. Many short phases, interleaved and rotated; per round the ratio of
+the replicas phase to the snapshots phase (steps per second, and the trainer's CPU time per
+step), their median and a bootstrap 95 % interval over the rounds.
 
-    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 6] [--rounds 4] [--json PATH]
+    python -m benchmarks.snapshot_replicas [--mib 16] [--phase-s 1.5] [--rounds 20] [--no-pin]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -43,9 +50,11 @@ SECRET_ENV = "SLURM_FT_BENCH_SECRET"
 KEY = layout.rank_key(0)
 
 
-def train(where: Path, ctl: Path, mib: int) -> int:
+def train(where: Path, ctl: Path, mib: int, cpus: set[int]) -> int:
     """The trainer: steps until killed; a line per step (end time, its thread's CPU time
     for the step, the snapshot call's time or -1 when it did not snapshot)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     import torch
 
     from slurm_ft.snapshot import session
@@ -75,8 +84,10 @@ def train(where: Path, ctl: Path, mib: int) -> int:
             out.flush()
 
 
-def serve(where: Path) -> int:
+def serve(where: Path, cpus: set[int]) -> int:
     """The next node's launcher: receives replicas into ``where`` until stdin closes."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     from slurm_ft.launch.snapshots.peer import PeerServer
 
     server = PeerServer(
@@ -115,27 +126,36 @@ def _step(area: Path) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     parser = cmdline.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=cmdline.positive_int, default=16)
-    parser.add_argument("--phase-s", type=cmdline.positive_float, default=6.0)
-    parser.add_argument("--rounds", type=cmdline.positive_int, default=4)
+    parser.add_argument("--phase-s", type=cmdline.positive_float, default=1.5)
+    parser.add_argument("--rounds", type=cmdline.positive_int, default=20)
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--train", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cpus", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    given = {int(c) for c in args.cpus.split(",") if c}
     if args.train:
-        return train(args.train[0], args.train[1], args.mib)
+        return train(args.train[0], args.train[1], args.mib, given)
     if args.serve:
-        return serve(args.serve)
+        return serve(args.serve, given)
     from slurm_ft.launch.snapshots.peer import Address
     from slurm_ft.launch.snapshots.replicas import ReplicaPusher
+
+    online = sorted(os.sched_getaffinity(0))
+    args.pin = len(online) >= 2 if args.pin is None else args.pin
+    trainer_cpus = {online[0]} if args.pin else set(online)
+    launcher_cpus = set(online[1:]) if args.pin else set(online)
+    os.sched_setaffinity(0, launcher_cpus)
 
     mine = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-a-")
     theirs = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-b-")
     ctl = privatefiles.create_dir(SHM, "slurm-ft-bench-rep-ctl-")
     secret = secrets.token_hex(32)
     me = [sys.executable, "-m", "benchmarks.snapshot_replicas", "--mib", str(args.mib)]
-    trainer = subprocess.Popen([*me, "--train", str(mine), str(ctl)])
+    trainer = subprocess.Popen([*me, "--train", str(mine), str(ctl), "--cpus", _cpus(trainer_cpus)])
     receiver = subprocess.Popen(
-        [*me, "--serve", str(theirs)],
+        [*me, "--serve", str(theirs), "--cpus", _cpus(launcher_cpus)],
         env={**os.environ, SECRET_ENV: secret},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -146,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     phases: list[dict[str, object]] = []
     try:
         (ctl / "snapshot").touch()
-        time.sleep(args.phase_s)  # the trainer's start-up and first slots, outside every phase
+        time.sleep(max(3.0, args.phase_s))  # the trainer's start-up and first slots, outside every phase
         for k in range(args.rounds):
             for kind in KINDS[k % 3 :] + KINDS[: k % 3]:
                 phases.append(_phase(kind, args.phase_s, ctl, mine, theirs, pusher, address, receiver.pid))
@@ -160,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             privatefiles.remove_tree(made)
     for phase in phases:
         _steps_of(phase, stamps)
-    return _report(args, phases)
+    return _report(args, phases, trainer_cpus, launcher_cpus)
 
 
 def _phase(
@@ -225,6 +245,31 @@ def _steps_of(phase: dict[str, object], stamps: list[tuple[float, ...]]) -> None
     phase["snapshot_ms"] = 1000 * statistics.median(snaps) if snaps else None
 
 
+def _cpus(cpus: set[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
+def bootstrap(ratios: list[float], *, draws: int = 4000, seed: int = 44) -> tuple[float, float]:
+    """A 95 % interval of the median of ``ratios`` (resampled with replacement): the rounds
+    are few and their spread is other people's load, not a normal error."""
+    import random
+
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def _pairs(args: argparse.Namespace, phases: list[dict[str, object]], field: str) -> list[float]:
+    """Each round's replicas phase over its snapshots phase, for ``field``."""
+    return [
+        float(r[field]) / float(s[field])  # type: ignore[arg-type]
+        for k in range(args.rounds)
+        for r in phases[3 * k : 3 * k + 3]
+        for s in phases[3 * k : 3 * k + 3]
+        if r["kind"] == "replicas" and s["kind"] == "snapshots" and r[field] and s[field]
+    ]
+
+
 def _num(phase: dict[str, object], field: str) -> float:
     value = phase[field]
     assert isinstance(value, int | float)
@@ -236,7 +281,9 @@ def _median(phases: list[dict[str, object]], kind: str, field: str) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
+def _report(
+    args: argparse.Namespace, phases: list[dict[str, object]], trainer_cpus: set[int], launcher_cpus: set[int]
+) -> int:
     fields = (
         "steps_per_s",
         "cpu_ms_per_step",
@@ -253,14 +300,10 @@ def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
     )
     summary = {kind: {f: _median(phases, kind, f) for f in fields} for kind in KINDS}
     snap, rep = summary["snapshots"], summary["replicas"]
-    pairs = [  # each replicas phase against the snapshots phase of its round
-        float(r["steps_per_s"]) / float(s["steps_per_s"])  # type: ignore[arg-type]
-        for k in range(args.rounds)
-        for r in phases[3 * k : 3 * k + 3]
-        for s in phases[3 * k : 3 * k + 3]
-        if r["kind"] == "replicas" and s["kind"] == "snapshots" and r["steps_per_s"] and s["steps_per_s"]
-    ]
+    pairs = _pairs(args, phases, "steps_per_s")
+    cpu_pairs = _pairs(args, phases, "cpu_ms_per_step")  # what replicas cost it through memory and caches
     rep_phases = [p for p in phases if p["kind"] == "replicas"]
+    rep_s = sum(_num(p, "t1") - _num(p, "t0") for p in rep_phases)
     kept_gib = sum(_num(p, "kept") for p in rep_phases) * args.mib / 1024
     per_gib = {
         side: sum(_num(p, f"{side}_cpu_s") for p in rep_phases) / kept_gib if kept_gib else None
@@ -276,10 +319,21 @@ def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
         "summary": summary,
         "replicas_over_snapshots_per_round": pairs,
         "slowdown_median_of_rounds": 1 - statistics.median(pairs) if pairs else None,
+        "slowdown_interval_95": [1 - b for b in reversed(bootstrap(pairs))] if len(pairs) > 1 else None,
+        "replicas_over_snapshots_cpu_per_round": cpu_pairs,
+        "cpu_per_step_change_median": statistics.median(cpu_pairs) - 1 if cpu_pairs else None,
+        "cpu_per_step_change_interval_95": (
+            [b - 1 for b in bootstrap(cpu_pairs)] if len(cpu_pairs) > 1 else None
+        ),
+        "pinned": args.pin,
+        "trainer_cpus": sorted(trainer_cpus),
+        "launcher_cpus": sorted(launcher_cpus),
+        "snapshot_mib_per_s": args.mib * rep["steps_per_s"],
+        "replicated_mib_per_s": kept_gib * 1024 / rep_s if rep_s else None,
         "phases": phases,
     }
     print(
-        f"{args.mib} MiB sharded snapshot per step, {args.rounds} rounds of {args.phase_s:.0f} s phases "
+        f"{args.mib} MiB sharded snapshot per step, {args.rounds} rounds of {args.phase_s:.1f} s phases "
         f"(median; load average {result['load_avg_1min']:.1f})"
     )
     print(
@@ -301,6 +355,21 @@ def _report(args: argparse.Namespace, phases: list[dict[str, object]]) -> int:
         if pairs
         else "no pair of phases to compare"
     )
+    if len(pairs) > 1 and len(cpu_pairs) > 1:
+        low, high = bootstrap(pairs)
+        clow, chigh = bootstrap(cpu_pairs)
+        print(
+            f"steps/s slower with replicas: median {(1 - statistics.median(pairs)) * 100:+.1f} % "
+            f"(95 % interval {(1 - high) * 100:+.1f} to {(1 - low) * 100:+.1f} %); trainer CPU per step "
+            f"{(statistics.median(cpu_pairs) - 1) * 100:+.1f} % ({(clow - 1) * 100:+.1f} to "
+            f"{(chigh - 1) * 100:+.1f} %); trainer on CPU {_cpus(trainer_cpus)}, "
+            f"launchers on {_cpus(launcher_cpus)}"
+        )
+    if rep_s:
+        print(
+            f"state {args.mib} MiB per step, snapshots {args.mib * rep['steps_per_s']:.0f} MiB/s; replicas "
+            f"{kept_gib * 1024 / rep_s:.0f} MiB/s landed"
+        )
     if kept_gib:
         print(
             f"CPU per GiB of replicas kept: pusher {result['pusher_cpu_s_per_gib_kept']:.2f} s, "
