@@ -198,6 +198,7 @@ def _follow(k: int, n: int, leader: int, succ_port: int, state: StateDir) -> tup
         ports,
         until=time.monotonic() + rule.PORT_WAIT_S,
         abort=never,
+        look=rule.look_period(n),
     )
 
     def ours(base: Base) -> bool:

@@ -199,6 +199,28 @@ def test_the_noted_port_is_awaited_until_it_comes(tmp_path):
     assert noted == 29401 and len(looks) == 3
 
 
+def test_survivors_look_at_the_claim_every_20_ms_in_small_jobs_and_together_at_most_2048_times_a_second():
+    assert rule.look_period(2) == rule.look_period(40) == 0.02
+    assert rule.look_period(1024) == 0.5
+    assert rule.look_period(2047) == pytest.approx(2047 / 2048)
+    assert rule.look_period(4095) == rule.look_period(16383) == 1.0  # never more than a second
+    for n in (41, 64, 512, 2047):
+        assert n / rule.look_period(n) == pytest.approx(2048)
+
+
+def test_a_survivor_of_a_big_job_sleeps_its_stretched_look_between_looks_at_the_claim(tmp_path):
+    now, slept = [0.0], []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    order = tuple(range(1, 1025))
+    wait = rule.Wait(order, 30.0, 40.0, clock=lambda: now[0], sleep=sleep)
+    got = rule.settle(tmp_path / "c.json", claim_of(2), wait, lambda: False)
+    assert got == claim_of(2) and set(slept) == {0.5}  # 1,024 survivors: a look every 0.5 s
+
+
 @pytest.mark.parametrize("text", ["", "http\n", "80\n", "29400.5\n"])
 def test_a_note_that_is_no_port_of_the_job_means_a_scan(tmp_path, text):
     path = tmp_path / "e1.port"

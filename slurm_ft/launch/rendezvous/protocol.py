@@ -276,8 +276,10 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "str": lambda v: isinstance(v, str),
     "str | None": lambda v: v is None or isinstance(v, str),
     "int | None": lambda v: v is None or _is_int(v),
-    "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "tuple[int, ...]": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    # one pass in C over the element types: a decision names every node (4,096 at scale),
+    # and every launcher decodes each one (a generator here was 40 % of its decode)
+    "tuple[str, ...]": lambda v: isinstance(v, list) and set(map(type, v)) <= {str},
+    "tuple[int, ...]": lambda v: isinstance(v, list) and set(map(type, v)) <= {int},
     "JsonDict | None": lambda v: v is None or isinstance(v, dict),
 }
 

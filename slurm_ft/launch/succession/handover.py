@@ -139,6 +139,7 @@ def follow(
         cfg.rdzv_ports,
         until=min(deadline, time.monotonic() + rule.PORT_WAIT_S),
         abort=abort,
+        look=rule.look_period(cfg.num_nodes),
         sleep=sleep,
     )
     return find_run(

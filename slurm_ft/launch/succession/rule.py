@@ -53,7 +53,18 @@ from slurm_ft.records import SuccessionClaim
 from slurm_ft.statedir import StateDir
 
 CLAIM_POLL_S = 0.02  # a follower's look for the claim of the next epoch (and the port)
+LOOK_MAX_S = 1.0  # the longest such look period, whatever the job's size
+LOOKS_PER_S = 2048  # all survivors' looks at the claim and port files together, a second
 PORT_WAIT_S = 2.0  # how long a follower waits for the successor's port before it scans
+
+
+def look_period(survivors: int) -> float:
+    """How often a survivor looks at the claim and port files: every 20 ms in jobs of up
+    to 40 nodes, then stretched so that all survivors together read the shared state dir
+    at most ``LOOKS_PER_S`` times a second (every look a file open: at 4,096 nodes and
+    20 ms, 200,000 a second, which kept this machine's two cores busy for a minute and
+    more), at most once a second (what a follower may lose learning the port)."""
+    return min(LOOK_MAX_S, max(CLAIM_POLL_S, survivors / LOOKS_PER_S))
 
 
 def candidates(decision: Decision, launchers: int, host: int) -> tuple[int, ...]:
@@ -172,6 +183,10 @@ class Wait:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
+    @property
+    def look(self) -> float:
+        return look_period(len(self.order))
+
 
 def settle(path: Path, mine: SuccessionClaim, wait: Wait, abort: Callable[[], bool]) -> SuccessionClaim | str:
     """The claim of ``mine.epoch``: found, or made when this launcher's turn came and no
@@ -195,7 +210,7 @@ def settle(path: Path, mine: SuccessionClaim, wait: Wait, abort: Callable[[], bo
             return "a signal arrived during the succession"
         if waited >= wait.give_up:
             return f"no launcher claimed epoch {mine.epoch} within {wait.give_up:.0f} s"
-        wait.sleep(CLAIM_POLL_S)
+        wait.sleep(wait.look)
 
 
 # ----------------------------------------------------------------------- the port
@@ -214,11 +229,13 @@ def await_port(
     *,
     until: float,
     abort: Callable[[], bool],
+    look: float = CLAIM_POLL_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int | None:
-    """The successor's noted port, once it is there (by ``until``, monotonic); None when
-    none came, or the note is not a port of the job's sequence: then the follower scans."""
+    """The successor's noted port, once it is there (by ``until``, monotonic), looked for
+    every ``look`` s (:func:`look_period`); None when none came, or the note is not a port
+    of the job's sequence: then the follower scans."""
     while True:
         try:
             text = path.read_text()
@@ -234,7 +251,7 @@ def await_port(
             return port if port in ports else None
         if abort() or clock() >= until:
             return None
-        sleep(CLAIM_POLL_S)
+        sleep(look)
 
 
 def ports_to_try(ports: tuple[int, ...], first: int | None) -> tuple[int, ...]:
