@@ -127,15 +127,20 @@ def gather(
             return True
         # With spares a lost launcher is replaced: every live one must be in the roster
         # (a lost one may still join: it froze and thawed).
-        # Looked at JOIN_CHUNK launchers at a time (one check of a few keys per poll,
-        # whatever the job's size), or all that are left when one says it is unhealthy.
+        # Looked at JOIN_CHUNK launchers at a time (one check of a few keys, whatever the
+        # job's size), chunk after chunk while each is whole: one chunk a look made 4,096
+        # joins 64 looks, up to 16 s at the polls' 0.25 s. All that are left are read when
+        # the first chunk is not whole and one says it is unhealthy.
         waiting = [k for k in range(n) if k not in lost and k not in joins.seen]
-        head = waiting[:JOIN_CHUNK]
-        if client.joined(i, head):
+        infos: list[JoinInfo | None] | None = None
+        for start in range(0, max(len(waiting), 1), JOIN_CHUNK):
+            head = waiting[start : start + JOIN_CHUNK]
+            if not client.joined(i, head):
+                break
             infos = joins.read(head)  # only sealed records count
-        elif with_spares or not client.unhealthy_said(i):
-            return None
-        else:
+        if infos is None:
+            if with_spares or not client.unhealthy_said(i):
+                return None
             infos = joins.read(waiting)
         if with_spares:
             return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
