@@ -120,6 +120,9 @@ def one_size(
         "rendezvous_s": max(d["held_last"] for d in docs) - max(d["entered_last"] for d in docs),
         "node0_gather_to_decision_s": h["decided_at"] - h["joined_at"],
         "held": sum(d["held"] for d in docs),
+        # the peers' CPU from a process's first launcher woken to its last holding the
+        # decision, per launcher: what a restart costs each launcher on its own node
+        "restart_cpu_ms_per_launcher": 1000 * sum(d["restart_cpu_s"] or 0.0 for d in docs) / (n - 1),
         "succession_noticed_s": max(d["noticed_last"] for d in docs) - lost_at if lost_at else None,
         "successor_decided_s": led_at[0] - lost_at if lost_at and led_at else None,
         "succession_s": max(d["succeeded_last"] for d in docs) - lost_at if lost_at else None,

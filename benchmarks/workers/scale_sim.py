@@ -249,6 +249,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
     connected: dict[int, float] = {}
     held: dict[int, float] = {}
     entered: dict[int, float] = {}  # into cycle 1's join
+    cpu: dict[str, float] = {}  # the process's CPU time at its first launcher woken, its last holding
     lock = threading.Lock()
     errors: list[str] = []
     sync = stores.reconnect(ADDRESS, port, TIMEOUT_S)  # the harness's own keys, one per process
@@ -287,6 +288,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             with lock:
                 woken[k] = time.monotonic()
                 entered[k] = time.monotonic()
+                cpu.setdefault("woken", time.process_time())
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             client.join(1, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
             decision = await_decision(client, 1, n, deadline=time.monotonic() + 900, abort=never)
@@ -294,6 +296,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 raise RuntimeError(f"no decision of cycle 1 for all {n}: {decision}")
             with lock:
                 held[k] = time.monotonic()
+                cpu["held"] = time.process_time()
             if succ_port:
                 wake.drain()  # the halt's wake-up
                 threads.watch_halt(1)  # as the next cycle's watch does: its loss wakes us
@@ -337,6 +340,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "held_last": max(held.values(), default=0.0),
         "entered_last": max(entered.values(), default=0.0),
         "held": len(held),
+        "restart_cpu_s": cpu["held"] - cpu["woken"] if len(cpu) == 2 else None,
         "noticed_last": max(noticed.values(), default=0.0),
         "succeeded_last": max(succeeded.values(), default=0.0),
         "succeeded": len(succeeded),
