@@ -86,6 +86,11 @@ def test_a_bad_argument_is_one_line_and_exit_2(
         ("progress_startup", ["--runs", "0"], "argument --runs: expected a whole number above 0, got '0'"),
         ("logs_report_scale", ["--nodes", "256,x"], "argument --nodes: expected whole numbers above 0"),
         ("snapshot_persist", ["--mib", "x"], "argument --mib: expected whole numbers above 0"),
+        (
+            "restart_cost",
+            ["--launchers", "0"],
+            "argument --launchers: expected a whole number above 0, got '0'",
+        ),
         ("standby_share", ["--baseline", "/nonexistent"], "/nonexistent: no slurm_ft package here"),
     ],
 )

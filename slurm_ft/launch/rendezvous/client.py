@@ -19,13 +19,13 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from slurm_ft.launch.rendezvous import reads, stores
-from slurm_ft.launch.rendezvous.connection import Abort, Connection
+from slurm_ft.launch.rendezvous.connection import Abort
+from slurm_ft.launch.rendezvous.decisionio import DecisionIO
 from slurm_ft.launch.rendezvous.donemarks import DoneMarks
 from slurm_ft.launch.rendezvous.localstore import LocalConnection, LocalStore
 from slurm_ft.launch.rendezvous.protocol import (
     Base,
     CycleResult,
-    Decision,
     JoinInfo,
     Keys,
     Poll,
@@ -64,7 +64,7 @@ def _listening(address: str, port: int) -> bool:
         return False
 
 
-class Client(Connection):
+class Client(DecisionIO):
     def __init__(
         self, store: Store, keys: Keys, address: str = "127.0.0.1", sealer: Sealer | None = None
     ) -> None:
@@ -136,11 +136,6 @@ class Client(Connection):
         self._op(lambda: self._store.set(keys.failure(0), ""))
         self._keep(keys.base, encode(base))
 
-    def publish_decision(self, i: int, decision: Decision) -> None:
-        """Also creates the next cycle's failure key: no peer can join i+1 before reading this."""
-        self._op(lambda: self._store.set(self.keys.failure(i + 1), ""))
-        self._keep(self.keys.decision(i), encode(decision))
-
     def publish_result(self, i: int, result: CycleResult) -> None:
         self._keep(self.keys.result(i), encode(result))
 
@@ -192,12 +187,6 @@ class Client(Connection):
         self._keep(self.keys.join(i, info.node_rank), encode(info))
         if info.unhealthy is not None:
             self._op(lambda: self._store.set(self.keys.unhealthy(i), str(info.node_rank)))
-
-    def wait_decision(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> Decision | None:
-        key = self.keys.decision(i)
-        return self._get_sealed_when_set(
-            key, partial(decode, Decision), deadline=deadline, abort=abort, pace=pace
-        )
 
     def publish_snapshots(self, i: int, node: int, value: str) -> None:
         self._set_sealed(self.keys.snapshots(i, node), value)

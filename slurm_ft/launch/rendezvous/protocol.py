@@ -91,6 +91,9 @@ class Keys:
     def decision(self, i: int) -> str:
         return self._k(f"c{i}", "decision")
 
+    def placement(self, i: int) -> str:
+        return self._k(f"c{i}", "placement")
+
     def failure(self, i: int) -> str:
         return self._k(f"c{i}", "failure")
 
@@ -128,6 +131,7 @@ FAMILIES = (
     "c<i>/join/<node>",
     "c<i>/unhealthy",
     "c<i>/decision",
+    "c<i>/placement",
     "c<i>/failure",
     "c<i>/halt",
     "c<i>/done/<node>",
@@ -216,6 +220,7 @@ class Decision:
     charged: int = 0
     streak: tuple[int, ...] = ()
     snapshot_plan: bool = False  # node 0 wrote each active launcher's snapshot plan (Keys.snapshot_part)
+    roster: str = ""  # past 64 nodes: the digest of nodes and active, under Keys.placement (see roster)
 
     @property
     def run(self) -> bool:
