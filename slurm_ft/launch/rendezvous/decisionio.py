@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from slurm_ft.launch.rendezvous import roster
+from slurm_ft.launch.rendezvous import reads, roster
 from slurm_ft.launch.rendezvous.connection import Abort, Connection
 from slurm_ft.launch.rendezvous.protocol import Decision, Keys, decode, encode
 from slurm_ft.launch.rendezvous.reads import SHORT, Pace
@@ -34,19 +34,23 @@ class DecisionIO(Connection):
         self._keep(self.keys.decision(i), encode(wire))
 
     def wait_decision(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> Decision | None:
-        parse = partial(decode, Decision)
-        wire = self._get_sealed_when_set(
-            self.keys.decision(i), parse, deadline=deadline, abort=abort, pace=pace
-        )
+        key, parse = self.keys.decision(i), partial(decode, Decision)
+        wire = self._get_sealed_when_set(key, parse, deadline=deadline, abort=abort, pace=pace)
         if wire is None or not wire.roster:
             return wire
-        known = getattr(self, "_placements", {})
-        if wire.roster not in known:
-            placement = partial(roster.placement, wire.roster)
-            found = self._get_sealed_when_set(
-                self.keys.placement(i), placement, deadline=deadline, abort=abort, pace=pace
-            )
+        if wire.roster not in self._placements:
+            found = self._placement(i, wire.roster, deadline=deadline, abort=abort, pace=pace)
             if found is None:
                 return None
-            known = self._placements = {wire.roster: found}
-        return roster.joined(wire, known[wire.roster])
+            self._placements = {wire.roster: found}
+        return roster.joined(wire, self._placements[wire.roster])
+
+    def _placement(
+        self, i: int, digest: str, *, deadline: float, abort: Abort, pace: Pace
+    ) -> roster.Placement | None:
+        """One round trip where node 0's placement is there, as it is once its decision is (a
+        probe: no one waits on this key, so it wakes no one); else the wait until node 0
+        writes it again."""
+        key, parse = self.keys.placement(i), partial(roster.placement, digest)
+        found = reads.opened(self.sealer, key, self._op(lambda: reads.probe(self._store, key)), parse)
+        return found or self._get_sealed_when_set(key, parse, deadline=deadline, abort=abort, pace=pace)
