@@ -16,7 +16,6 @@ digest: a launcher that read that placement before takes it from memory, else it
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 
 from slurm_ft.launch.rendezvous.protocol import Decision, Malformed
@@ -27,6 +26,10 @@ Placement = tuple[tuple[str, ...], tuple[int, ...]]  # (nodes, active)
 
 
 def _digest(text: bytes) -> str:
+    """hashlib is imported on first use (as the sealer's): only a job of more than 64 nodes
+    digests, and a single node's launcher should not pay for it at start-up."""
+    import hashlib
+
     return hashlib.sha256(text).hexdigest()[:32]
 
 
