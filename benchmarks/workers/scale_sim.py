@@ -168,8 +168,9 @@ def _decide(client: Client, i: int, n: int, departed: frozenset[int]) -> tuple[f
         raise RuntimeError(f"node {min(set(range(n)) - departed)} decided stop: {verdict.reason}")
     names = tuple(name for k, name in enumerate(roster.names) if k not in departed)
     decision = Decision(Action.RUN, i, master_port=29500, start_time=time.time(), nodes=names)
+    decided_at = time.monotonic()  # before the write: a waiter may hold it before the write returns
     client.publish_decision(i, decision)
-    return joined_at, time.monotonic()
+    return joined_at, decided_at
 
 
 def _lead(k: int, n: int, succ_port: int, state: StateDir) -> float:

@@ -383,7 +383,8 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
     info = proto.JoinInfo(1, "node1", "h1", 11, unhealthy="nic: down")
     p.join(0, info)
     h.join(0, proto.JoinInfo(0, "node0", "h0", 10))
-    h.publish_decision(0, proto.Decision(proto.Action.RUN, 0, master_port=1234))
+    nodes = tuple(f"node{k}" for k in range(65))  # a placement of its own (more than 64 nodes)
+    h.publish_decision(0, proto.Decision(proto.Action.RUN, 0, master_port=1234, nodes=nodes))
     p.beat(1)
     p.report_silence(1, "0:5")
     p.mark_done(0, 1)
@@ -416,7 +417,8 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
         # loaded host: what these must not do is wait on until their own deadline)
         t = soon()
         p.wait_base(deadline=soon() + 0.01, abort=never)
-        p.wait_decision(0, deadline=soon() + 0.01, abort=never)
+        # as a launcher new to the placement (one that read it before does not read it again)
+        p.rekeyed(keys, sealer).wait_decision(0, deadline=soon() + 0.01, abort=never)
         p.wait_result(0, deadline=soon() + 0.01, abort=never)
         assert soon() - t < 7.0
 
