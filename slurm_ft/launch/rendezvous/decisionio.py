@@ -12,7 +12,7 @@ from functools import partial
 
 from slurm_ft.launch.rendezvous import reads, roster
 from slurm_ft.launch.rendezvous.connection import Abort, Connection
-from slurm_ft.launch.rendezvous.protocol import Decision, Keys, decode, encode
+from slurm_ft.launch.rendezvous.protocol import Decision, Keys, Placement, decode, encode
 from slurm_ft.launch.rendezvous.reads import SHORT, Pace
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Store
@@ -23,7 +23,7 @@ class DecisionIO(Connection):
         self, store: Store, keys: Keys, address: str = "127.0.0.1", sealer: Sealer | None = None
     ) -> None:
         super().__init__(store, keys, address, sealer)
-        self._placements: dict[str, roster.Placement] = {}  # digest -> placement, the last one read
+        self._placements: dict[str, Placement] = {}  # digest -> placement, the last one read
 
     def publish_decision(self, i: int, decision: Decision) -> None:
         """Also creates the next cycle's failure key: no peer can join i+1 before reading this."""
@@ -47,7 +47,7 @@ class DecisionIO(Connection):
 
     def _placement(
         self, i: int, digest: str, *, deadline: float, abort: Abort, pace: Pace
-    ) -> roster.Placement | None:
+    ) -> Placement | None:
         """One round trip where node 0's placement is there, as it is once its decision is (a
         probe: no one waits on this key, so it wakes no one); else the wait until node 0
         writes it again."""

@@ -234,6 +234,15 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """A big job's node names and each node rank's launcher, under ``Keys.placement``
+    beside the decision that names its digest (see ``roster``)."""
+
+    nodes: tuple[str, ...]
+    active: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class CycleResult:
     """Node 0's account of how a cycle ended, announced to every launcher."""
 
@@ -250,7 +259,7 @@ class Poll:
     finished: bool  # every active launcher's sealed done mark is there
 
 
-Message = TypeVar("Message", Base, JoinInfo, Decision, CycleResult)
+Message = TypeVar("Message", Base, JoinInfo, Decision, Placement, CycleResult)
 
 # Fields whose JSON form is an enum's value, per message type.
 _ENUMS: dict[type, dict[str, type[Enum]]] = {
@@ -263,7 +272,7 @@ class Malformed(ValueError):
     """A value read from the store that is not what the protocol says (its reason)."""
 
 
-def encode(message: Base | JoinInfo | Decision | CycleResult) -> str:
+def encode(message: Base | JoinInfo | Decision | Placement | CycleResult) -> str:
     doc = {k: (v.value if isinstance(v, Enum) else v) for k, v in dataclasses.asdict(message).items()}
     return json.dumps(doc, sort_keys=True)
 

@@ -16,13 +16,10 @@ digest: a launcher that read that placement before takes it from memory, else it
 from __future__ import annotations
 
 import dataclasses
-import json
 
-from slurm_ft.launch.rendezvous.protocol import Decision, Malformed
+from slurm_ft.launch.rendezvous.protocol import Decision, Malformed, Placement, decode, encode
 
 INLINE_MAX = 64  # decisions of up to this many nodes carry their placement themselves, as before
-
-Placement = tuple[tuple[str, ...], tuple[int, ...]]  # (nodes, active)
 
 
 def _digest(text: bytes) -> str:
@@ -37,7 +34,7 @@ def split(decision: Decision) -> tuple[Decision, str | None]:
     """The decision as it travels, and the placement to write beside it (None: inline)."""
     if len(decision.nodes) <= INLINE_MAX:
         return decision, None
-    text = json.dumps({"nodes": list(decision.nodes), "active": list(decision.active)})
+    text = encode(Placement(decision.nodes, decision.active))
     wire = dataclasses.replace(decision, nodes=(), active=(), roster=_digest(text.encode()))
     return wire, text
 
@@ -47,18 +44,9 @@ def placement(expected: str, raw: bytes) -> Placement:
     otherwise (an older one, or none: the wait goes on until node 0 writes it again)."""
     if _digest(raw) != expected:
         raise Malformed("the placement is not the one the decision names")
-    try:
-        doc = json.loads(raw.decode())
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise Malformed("a placement is a JSON object") from None
-    nodes, active = (doc.get("nodes"), doc.get("active")) if isinstance(doc, dict) else (None, None)
-    if not isinstance(nodes, list) or not set(map(type, nodes)) <= {str}:
-        raise Malformed("a placement names its nodes")
-    if not isinstance(active, list) or not set(map(type, active)) <= {int}:
-        raise Malformed("a placement gives each node rank's launcher")
-    return tuple(nodes), tuple(active)
+    return decode(Placement, raw)
 
 
 def joined(wire: Decision, found: Placement) -> Decision:
     """The decision as node 0 made it."""
-    return dataclasses.replace(wire, nodes=found[0], active=found[1], roster="")
+    return dataclasses.replace(wire, nodes=found.nodes, active=found.active, roster="")
