@@ -18,6 +18,7 @@ from slurm_ft.launch.rendezvous.protocol import Keys, family
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.sever import sever
 from slurm_ft.launch.rendezvous.stores import Store
+from slurm_ft.launch.rendezvous.waitthread import WaitThread
 
 T = TypeVar("T")
 Abort = Callable[[], bool]
@@ -32,6 +33,7 @@ class Connection:
         self._address = address
         self.sealer = sealer or Sealer(None)
         self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
+        self._waits = WaitThread(store)
 
     @property
     def port(self) -> int:
@@ -65,6 +67,7 @@ class Connection:
                 abort=abort,
                 slice_s=pace.slice_s,
                 signal_fd=pace.signal_fd,
+                waits=self._waits,
             )
         )
 

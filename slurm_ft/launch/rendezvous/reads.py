@@ -24,6 +24,7 @@ from slurm_ft.launch.rendezvous import stores
 from slurm_ft.launch.rendezvous.protocol import Malformed
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Store
+from slurm_ft.launch.rendezvous.waitthread import WaitThread
 
 T = TypeVar("T")
 
@@ -117,6 +118,7 @@ def when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
+    waits: WaitThread | None = None,
 ) -> bytes | None:
     """The value of ``key`` once someone sets it; None on deadline.
 
@@ -127,10 +129,11 @@ def when_set(
     timeouts, one request per ``slice_s`` (callers that wait with a whole job stretch it
     with the job's size: ``beatperiod.look_period``). ``abort`` (a signal) is looked at
     meanwhile without a request, at once on a signal where ``signal_fd`` is the signal
-    box's (:func:`stores.wait_watched`). The key is read
+    box's (:class:`WaitThread`: the connection's ``waits``, else one for this call). The key is read
     (:func:`probe`: someone may delete it again) first and after each wait that saw it
     set, never between slices.
     """
+    waits = waits or WaitThread(store)
     look = True
     while True:
         if abort():
@@ -145,7 +148,7 @@ def when_set(
         # Never a wait of a few milliseconds: a wait that times out on the client while
         # the store's answer is on its way (a loaded host) leaves that answer to be
         # taken for the next request's, and the connection stalls for its timeout.
-        look = stores.wait_watched(store, [key], max(MIN_WAIT_S, min(slice_s, left)), abort, signal_fd)
+        look = waits.wait([key], max(MIN_WAIT_S, min(slice_s, left)), abort, signal_fd)
 
 
 def sealed_when_set(
@@ -158,6 +161,7 @@ def sealed_when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
+    waits: WaitThread | None = None,
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
     counts as not set (until its real writer overwrites it).
@@ -174,7 +178,9 @@ def sealed_when_set(
     store (a value written meanwhile is read by the first look of :func:`when_set`).
     """
     while True:
-        raw = when_set(store, key, deadline=deadline, abort=abort, slice_s=slice_s, signal_fd=signal_fd)
+        raw = when_set(
+            store, key, deadline=deadline, abort=abort, slice_s=slice_s, signal_fd=signal_fd, waits=waits
+        )
         if raw is None:
             return None
         value = opened(sealer, key, raw, parse)

@@ -8,12 +8,9 @@ one back-off rule that every polling wait of the launcher uses.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import errno
-import os
 import random
-import select
 import socket
 import sys
 import threading
@@ -121,83 +118,6 @@ def wait(store: Store, keys: list[str], timeout: float) -> bool:
             return False
         raise lost(exc) from None
     return True
-
-
-# How often a caller blocked in :func:`wait_watched` looks at its abort predicate when
-# nothing woke it: a local look (the heart-beat's clock, the background threads), no
-# request to the store. A signal does not wait for it where the caller names the signal
-# box's wake-up fd, as the launcher does. Not shorter: the scale harness's 4,095 launchers
-# on one 2-core machine, each looking every 0.2 s, ran it at a load of 1,500.
-ABORT_LOOK_S = 1.0
-
-
-def wait_watched(
-    store: Store, keys: list[str], timeout: float, abort: Callable[[], bool], signal_fd: int | None = None
-) -> bool:
-    """:func:`wait`, during which ``abort`` is looked at: :class:`Interrupted` as soon as
-    it turns true (a signal arrived; it may also raise, the store host being lost).
-
-    A store wait cannot be interrupted (torch blocks in ``recv``; a Python signal handler
-    runs only once it returns), so it used to be taken in 0.2 s slices to notice a signal:
-    each waiting launcher then cost node 0 five requests a second, 20,000 a second at 4,096
-    nodes, and a restart at that size never finished. Here the wait runs on a thread of
-    its own for the whole ``timeout``, the store's business alone, and the caller's thread
-    watches: at once when ``signal_fd`` (``signal.set_wakeup_fd``'s, which the kernel's
-    signal makes readable even while a thread is blocked) turns readable, else every
-    :data:`ABORT_LOOK_S`. A wait given up on stays on its thread until it ends; the
-    connection's next call waits for it (torch serialises a connection's calls), which
-    bounds that call's delay by the wait's ``timeout``. A wait no longer than
-    :data:`ABORT_LOOK_S` is taken on the caller's thread, as before: a hand-over between
-    two threads is all the thread would add (jobs of up to about 100 nodes wait in such
-    slices: ``reads.when_set``)."""
-    if timeout <= ABORT_LOOK_S:
-        return wait(store, keys, timeout)
-    done = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-    outcome: list[bool | BaseException] = []
-    lock = threading.Lock()
-    # Whoever of the two comes second closes ``done``: the caller when the wait ended
-    # first, else the wait's thread (the caller gave up on it).
-    ended, given_up = threading.Event(), threading.Event()
-
-    def run() -> None:
-        try:
-            outcome.append(wait(store, keys, timeout))
-        except BaseException as exc:  # handed to the caller's thread
-            outcome.append(exc)
-        with lock:
-            ended.set()
-            if given_up.is_set():
-                os.close(done)
-            else:
-                os.eventfd_write(done, 1)
-
-    threading.Thread(target=run, name="slurm-ft-store-wait", daemon=True).start()
-    # poll, not select: select takes no descriptor past 1,023, and a process may hold
-    # thousands (the scale harness's peer process hosting a successor's store did)
-    poller = select.poll()
-    for fd in (done,) if signal_fd is None else (done, signal_fd):
-        poller.register(fd, select.POLLIN)
-    try:
-        while True:
-            ready = {fd for fd, _ in poller.poll(ABORT_LOOK_S * 1000)}
-            if done in ready:
-                break
-            if abort():
-                raise Interrupted()
-            if signal_fd in ready:  # a signal the predicate does not count: not again
-                with contextlib.suppress(OSError):
-                    while os.read(signal_fd, 512):
-                        pass
-    finally:
-        with lock:
-            if ended.is_set():
-                os.close(done)
-            else:
-                given_up.set()
-    result = outcome[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result
 
 
 def poll_until(
