@@ -23,14 +23,16 @@ class DecisionIO(Connection):
         self, store: Store, keys: Keys, address: str = "127.0.0.1", sealer: Sealer | None = None
     ) -> None:
         super().__init__(store, keys, address, sealer)
-        self._placements: dict[str, Placement] = {}  # digest -> placement, the last one read
+        # digest -> placement: the last one read or written (see roster)
+        self._placements: dict[str, Placement] = {}
 
     def publish_decision(self, i: int, decision: Decision) -> None:
         """Also creates the next cycle's failure key: no peer can join i+1 before reading this."""
         self._op(lambda: self._store.set(self.keys.failure(i + 1), ""))
-        wire, placement = roster.split(decision)
-        if placement is not None:  # first: a decision names only a placement that is there
-            self._keep(self.keys.placement(i), placement)
+        wire, written = roster.split(decision, next(iter(self._placements.items()), None))
+        if written is not None:  # first: a decision names only a placement that is there
+            self._keep(self.keys.placement(i), written.text)
+            self._placements = {written.digest: written.placement}  # the next patch's base
         self._keep(self.keys.decision(i), encode(wire))
 
     def wait_decision(self, i: int, *, deadline: float, abort: Abort, pace: Pace = SHORT) -> Decision | None:
@@ -38,12 +40,23 @@ class DecisionIO(Connection):
         wire = self._get_sealed_when_set(key, parse, deadline=deadline, abort=abort, pace=pace)
         if wire is None or not wire.roster:
             return wire
-        if wire.roster not in self._placements:
+        found = self._placements.get(wire.roster) or self._patched(wire)
+        if found is None:
             found = self._placement(i, wire.roster, deadline=deadline, abort=abort, pace=pace)
             if found is None:
                 return None
-            self._placements = {wire.roster: found}
-        return roster.joined(wire, self._placements[wire.roster])
+        self._placements = {wire.roster: found}
+        return roster.joined(wire, found)
+
+    def inherit_placements(self, other: DecisionIO) -> None:
+        """A succession's new connection takes the placement its launcher held on the old
+        one: the successor patches its first decision from it, and the survivors make it
+        from that patch instead of each reading the whole placement."""
+        self._placements = dict(other._placements)
+
+    def _patched(self, wire: Decision) -> Placement | None:
+        base = self._placements.get(wire.roster_from) if wire.roster_from else None
+        return roster.patched(wire, base) if base is not None else None
 
     def _placement(
         self, i: int, digest: str, *, deadline: float, abort: Abort, pace: Pace

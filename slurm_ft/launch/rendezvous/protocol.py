@@ -221,6 +221,13 @@ class Decision:
     streak: tuple[int, ...] = ()
     snapshot_plan: bool = False  # node 0 wrote each active launcher's snapshot plan (Keys.snapshot_part)
     roster: str = ""  # past 64 nodes: the digest of nodes and active, under Keys.placement (see roster)
+    # ... and, where that placement differs little from the one of digest ``roster_from``
+    # (node 0's last): what it keeps of that one's nodes and active (head and tail of each)
+    # and what it puts between (see roster.patched)
+    roster_from: str = ""
+    roster_cut: tuple[int, ...] = ()
+    roster_nodes: tuple[str, ...] = ()
+    roster_active: tuple[int, ...] = ()
 
     @property
     def run(self) -> bool:

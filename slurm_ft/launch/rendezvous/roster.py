@@ -1,25 +1,36 @@
 """A big job's decision names its placement by a digest; the placement (every node's name,
 the launcher of each node rank) goes under a key of its own, which a launcher reads only
-when the digest is new to it (issue 45).
+when the digest is new to it and the decision's patch cannot make it (issue 45).
 
 Every launcher reads every decision, and a decision named every node (about 15 bytes each)
 and each node rank's launcher (about 5). Node 0 therefore sent N decisions of 20 N bytes
 each cycle: 295 MB through the store's one thread at 4,096 nodes, 4.9 GB at 16,384; and
 each launcher decoded both lists every cycle, 0.39 ms of its CPU at 4,096 nodes
 (``benchmarks.restart_cost``), which the scale harness's 4,095 launchers pay on two cores.
-The placement changes only when a spare replaces a node, so past :data:`INLINE_MAX` nodes
-node 0 writes it beside each decision (one value, one write) and the decision names its
-digest: a launcher that read that placement before takes it from memory, else it reads it
-(sealed as every value) and checks it against the digest. Pure: the client does the I/O.
+The placement changes only when a spare replaces a node or a node is lost, so past
+:data:`INLINE_MAX` nodes node 0 writes it beside each decision (one value, one write) and
+the decision names its digest: a launcher that read that placement before takes it from
+memory. When it changed, it changed in a few places: the decision also says how to make it
+from node 0's last one (what to keep of each list's head and tail, what goes between), and
+a launcher holding that one makes the new one itself and checks it against the digest. Only
+a launcher holding neither (a spare's first cycle, a patch too long) reads the placement:
+the 4,094 survivors of a 4,096-node succession each read 48 KB from the successor's store
+before. Pure: the client does the I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from slurm_ft.launch.rendezvous.protocol import Decision, Malformed, Placement, decode, encode
 
 INLINE_MAX = 64  # decisions of up to this many nodes carry their placement themselves, as before
+PATCH_MAX = 64  # entries a patch may put between the kept head and tail; past that, none
+
+T = TypeVar("T")
 
 
 def _digest(text: bytes) -> str:
@@ -30,13 +41,74 @@ def _digest(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:32]
 
 
-def split(decision: Decision) -> tuple[Decision, str | None]:
-    """The decision as it travels, and the placement to write beside it (None: inline)."""
+def _cut(old: Sequence[T], new: Sequence[T]) -> tuple[int, int]:
+    """How many entries ``new`` keeps of ``old``'s head, and then of its tail."""
+    limit = min(len(old), len(new))
+    head = 0
+    while head < limit and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, tail
+
+
+@dataclass(frozen=True)
+class Patch:
+    """How a placement is made from the one of digest ``base``: each list keeps ``cut``'s
+    head and tail of the old one (nodes', then active's), with ``nodes`` and ``active``
+    between. ``base`` empty: no patch."""
+
+    base: str = ""
+    cut: tuple[int, ...] = ()
+    nodes: tuple[str, ...] = ()
+    active: tuple[int, ...] = ()
+
+
+def _patch(new: Placement, last: tuple[str, Placement] | None) -> Patch:
+    """From ``last`` (digest, placement) to ``new``; none when there is no last one or the
+    change is too long."""
+    if last is None:
+        return Patch()
+    digest, old = last
+    nodes_cut, active_cut = _cut(old.nodes, new.nodes), _cut(old.active, new.active)
+    nodes = new.nodes[nodes_cut[0] : len(new.nodes) - nodes_cut[1]]
+    active = new.active[active_cut[0] : len(new.active) - active_cut[1]]
+    if len(nodes) + len(active) > PATCH_MAX:
+        return Patch()
+    return Patch(digest, (*nodes_cut, *active_cut), nodes, active)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A placement to write beside its decision (``text``), kept by the writer for its next
+    decision's patch."""
+
+    digest: str
+    placement: Placement
+    text: str
+
+
+def split(decision: Decision, last: tuple[str, Placement] | None = None) -> tuple[Decision, Written | None]:
+    """The decision as it travels, and the placement to write beside it (None: inline);
+    ``last``: the writer's last placement and its digest, the patch's base."""
     if len(decision.nodes) <= INLINE_MAX:
         return decision, None
-    text = encode(Placement(decision.nodes, decision.active))
-    wire = dataclasses.replace(decision, nodes=(), active=(), roster=_digest(text.encode()))
-    return wire, text
+    placement = Placement(decision.nodes, decision.active)
+    text = encode(placement)
+    digest = _digest(text.encode())
+    patch = _patch(placement, last) if last is None or last[0] != digest else Patch()
+    wire = dataclasses.replace(
+        decision,
+        nodes=(),
+        active=(),
+        roster=digest,
+        roster_from=patch.base,
+        roster_cut=patch.cut,
+        roster_nodes=patch.nodes,
+        roster_active=patch.active,
+    )
+    return wire, Written(digest, placement, text)
 
 
 def placement(expected: str, raw: bytes) -> Placement:
@@ -47,6 +119,36 @@ def placement(expected: str, raw: bytes) -> Placement:
     return decode(Placement, raw)
 
 
+def _spliced(old: Sequence[T], head: int, tail: int, between: Sequence[T]) -> tuple[T, ...] | None:
+    if head < 0 or tail < 0 or head + tail > len(old):
+        return None
+    return (*old[:head], *between, *old[len(old) - tail :])
+
+
+def patched(wire: Decision, base: Placement) -> Placement | None:
+    """The placement ``wire`` names, made from ``base`` (the one of digest
+    ``wire.roster_from``) by its patch; None when it does not come out as the digest says
+    (then it is read)."""
+    if len(wire.roster_cut) != 4:
+        return None
+    nodes_head, nodes_tail, active_head, active_tail = wire.roster_cut
+    nodes = _spliced(base.nodes, nodes_head, nodes_tail, wire.roster_nodes)
+    active = _spliced(base.active, active_head, active_tail, wire.roster_active)
+    if nodes is None or active is None:
+        return None
+    made = Placement(nodes, active)
+    return made if _digest(encode(made).encode()) == wire.roster else None
+
+
 def joined(wire: Decision, found: Placement) -> Decision:
     """The decision as node 0 made it."""
-    return dataclasses.replace(wire, nodes=found.nodes, active=found.active, roster="")
+    return dataclasses.replace(
+        wire,
+        nodes=found.nodes,
+        active=found.active,
+        roster="",
+        roster_from="",
+        roster_cut=(),
+        roster_nodes=(),
+        roster_active=(),
+    )

@@ -182,6 +182,7 @@ class StoreHostLoss:
         if found.run_uuid != uuid or found.launcher not in order:
             return f"epoch {keys.epoch} was claimed by {found.node}, not a candidate of this run"
         a.cfg = cfg = dataclasses.replace(cfg, store_host=found.launcher)
+        old = a.client
         try:
             if found.launcher == me:
                 base = self._lead(i, keys, d, host, failure)
@@ -193,6 +194,8 @@ class StoreHostLoss:
                 a.client.beat(me)
         except (StoreLost, PortsInUse) as exc:
             return f"{found.node} claimed epoch {keys.epoch}, but: {exc}"
+        if old is not None and a.client is not None:  # the first decision's patch starts there
+            a.client.inherit_placements(old)
         a.enter_epoch(keys)
         line = f"epoch {keys.epoch}: {found.node} hosts the store after {lost} was lost in cycle {d.cycle}"
         a.run = dataclasses.replace(a.run, successions=(*a.run.successions, line))
