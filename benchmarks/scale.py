@@ -43,6 +43,10 @@ def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
 def _last_json(text: str) -> dict:
     lines = [ln for ln in text.splitlines() if ln.startswith("{")]
     return json.loads(lines[-1]) if lines else {}
@@ -89,6 +93,7 @@ def one_size(
             peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
     try:
         host.wait(timeout=1800)
+        host_ended_at = time.monotonic()
         for _, p in peers[1:]:
             p.wait(timeout=600)
         state.mkdir(parents=True, exist_ok=True)
@@ -111,6 +116,9 @@ def one_size(
         "beat_interval_s": round(max(sim.INTERVAL_S, (n - 1) / budget), 3),
         "peer_processes": len(ranges),
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
+        # the launch's rendezvous: the last launcher connected to the last holding cycle 0's
+        # decision (its placement read by every launcher)
+        "launch_rendezvous_s": max(d["launched_last"] for d in docs) - max(d["connected_last"] for d in docs),
         "node0_steady_cpu_pct": h["steady_cpu_pct"],
         "node0_rss_mib": h["rss_mib"],
         "lost_peers": h["lost_peers"],
@@ -119,10 +127,19 @@ def one_size(
         "restart_s": max(d["held_last"] for d in docs) - h["halted_at"],
         "rendezvous_s": max(d["held_last"] for d in docs) - max(d["entered_last"] for d in docs),
         "node0_gather_to_decision_s": h["decided_at"] - h["joined_at"],
+        # the restart's legs: the halt to node 0 holding every join, its decision to every
+        # launcher holding it
+        "halt_to_joins_s": h["joined_at"] - h["halted_at"],
+        "decision_to_all_s": max(d["held_last"] for d in docs) - h["decided_at"],
         "held": sum(d["held"] for d in docs),
         # the peers' CPU from a process's first launcher woken to its last holding the
         # decision, per launcher: what a restart costs each launcher on its own node
         "restart_cpu_ms_per_launcher": 1000 * sum(d["restart_cpu_s"] or 0.0 for d in docs) / (n - 1),
+        # node 0's process from its last word to its end (its connections closed)
+        "node0_exit_s": host_ended_at - lost_at if lost_at else None,
+        "succession_noticed_median_s": (
+            _median([t - lost_at for d in docs for t in d["noticed"]]) if lost_at else None
+        ),
         "succession_noticed_s": max(d["noticed_last"] for d in docs) - lost_at if lost_at else None,
         "successor_decided_s": led_at[0] - lost_at if lost_at and led_at else None,
         "succession_s": max(d["succeeded_last"] for d in docs) - lost_at if lost_at else None,
