@@ -93,7 +93,6 @@ def one_size(
             peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
     try:
         host.wait(timeout=1800)
-        host_ended_at = time.monotonic()
         for _, p in peers[1:]:
             p.wait(timeout=600)
         state.mkdir(parents=True, exist_ok=True)
@@ -135,8 +134,6 @@ def one_size(
         # the peers' CPU from a process's first launcher woken to its last holding the
         # decision, per launcher: what a restart costs each launcher on its own node
         "restart_cpu_ms_per_launcher": 1000 * sum(d["restart_cpu_s"] or 0.0 for d in docs) / (n - 1),
-        # node 0's process from its last word to its end (its connections closed)
-        "node0_exit_s": host_ended_at - lost_at if lost_at else None,
         "succession_noticed_median_s": (
             _median([t - lost_at for d in docs for t in d["noticed"]]) if lost_at else None
         ),
