@@ -139,6 +139,9 @@ def one_size(
         ),
         "succession_noticed_s": max(d["noticed_last"] for d in docs) - lost_at if lost_at else None,
         "successor_decided_s": led_at[0] - lost_at if lost_at and led_at else None,
+        "succession_median_s": (
+            _median([t - lost_at for d in docs for t in d["succeeded_at"]]) if lost_at else None
+        ),
         "succession_s": max(d["succeeded_last"] for d in docs) - lost_at if lost_at else None,
         "succeeded": sum(d["succeeded"] for d in docs),
         "successors": len(led_at),
