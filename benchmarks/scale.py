@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,56 @@ def _last_json(text: str) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
+def _await_figures(out: Path, host: subprocess.Popen[bytes], deadline: float) -> dict:
+    """Node 0's figures: its last line once every peer holds cycle 1's decision."""
+    while time.monotonic() < deadline:
+        text = out.read_text()
+        if '"decided_at"' in text:
+            return _last_json(text)
+        if host.poll() is not None:
+            raise RuntimeError(f"node 0 ended with {host.returncode}")
+        time.sleep(0.05)
+    raise TimeoutError("node 0 gave no figures before the deadline")
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of the process stopped (the leader's state alone shows T before the
+    others have stopped), or the process gone."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue  # a thread that ended
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
+def _end_node0_while_peers_wait(host: subprocess.Popen[bytes], peers: list[subprocess.Popen[bytes]]) -> float:
+    """Kill node 0 with every peer process stopped, and resume them once its exit is done:
+    the moment of the loss as the peers see it (the clock starts there). On a node of its
+    own node 0's kernel closes its 12,000 connections in well under a second; on this
+    machine its exit competed with every launcher thread that had noticed the loss already,
+    and took from 1 to 90 s. What the peers do once resumed is what the figures measure."""
+    for p in peers:
+        p.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 60
+    while not all(_stopped(p.pid) for p in peers):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the peer processes did not stop within 60 s")
+        time.sleep(0.01)
+    host.kill()
+    host.wait()
+    lost_at = time.monotonic()
+    for p in peers:
+        p.send_signal(signal.SIGCONT)
+    return lost_at
+
+
 def one_size(
     n: int,
     per_process: int,
@@ -72,7 +123,7 @@ def one_size(
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
         host = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s), str(succ_port)],
+            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s)],
             stdout=out,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -92,7 +143,11 @@ def one_size(
             cmd += [str(succ_port), str(state)]
             peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
     try:
-        host.wait(timeout=1800)
+        h = _await_figures(host_out, host, deadline=time.monotonic() + 1800)
+        lost_at = _end_node0_while_peers_wait(host, [p for _, p in peers]) if succession else None
+        if not succession:
+            host.kill()
+            host.wait()
         for _, p in peers[1:]:
             p.wait(timeout=600)
         state.mkdir(parents=True, exist_ok=True)
@@ -103,10 +158,8 @@ def one_size(
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    h = _last_json(host_out.read_text())
     docs = [_last_json(path.read_text()) for path, _ in peers]
     started = min(d["started"] for d in docs)
-    lost_at = h["lost_at"]
     led_at = [d["led_at"] for d in docs if d["led_at"] is not None]
     return {
         "n": n,

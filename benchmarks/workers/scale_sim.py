@@ -24,18 +24,21 @@ decision, and its rendezvous (the last launcher joined to the last holding the d
 Its placement is cycle 0's (the same nodes): what a restart without a replaced node reads.
 
 succession (SUCC_PORT not 0): once every peer holds cycle 1's decision and watches its
-halt, node 0's process ends (its connections close, as when its launcher is killed; at the
-lowest nice value, as on a node of its own: see ``_exit_as_on_a_node_of_its_own``). Each
-peer learns it from its own threads (``BackgroundSet.store_lost``), stops them and runs
-the real succession rule: the order of candidates, the claim in a state dir shared by all
-(``rule.settle``). The winner (the lowest survivor) opens the next epoch's store
-(``stores.host`` on SUCC_PORT, the next epoch's keys, the same run), notes its port
-(``rule.publish_port``), gathers the joins with node 0's own gather (``joins.gather``) and
-publishes its first decision; every follower waits for the note (``rule.await_port``),
-finds the store and the run as a launcher does (``find_run``), beats, joins and waits for
-the decision (``decisionwait.await_decision``). Each new connection takes the placement
-its launcher held on the old one (``inherit_placements``, as ``storeloss`` does). Timed:
-the loss to the successor's first decision, and to every launcher holding it.
+halt, node 0 prints its figures and waits; the harness stops every peer process (SIGSTOP),
+kills node 0 (its connections close, as when its launcher is killed) and resumes the peers
+once node 0's exit is complete: on a cluster node 0's kernel closes its connections on a
+node of its own, and here its exit would compete for two cores with the thousands of
+launcher threads that notice it first (it took up to 90 s so). Each peer learns it from
+its own threads (``BackgroundSet.store_lost``), stops them and runs the real succession
+rule: the order of candidates, the claim in a state dir shared by all (``rule.settle``).
+The winner (the lowest survivor) opens the next epoch's store (``stores.host`` on
+SUCC_PORT, the next epoch's keys, the same run), notes its port (``rule.publish_port``),
+gathers the joins with node 0's own gather (``joins.gather``) and publishes its first
+decision; every follower waits for the note (``rule.await_port``), finds the store and the
+run as a launcher does (``find_run``), beats, joins and waits for the decision
+(``decisionwait.await_decision``). Each new connection takes the placement its launcher
+held on the old one (``inherit_placements``, as ``storeloss`` does). Timed: the loss to
+the successor's first decision, and to every launcher holding it.
 
 Not simulated: workers (a real restart also stops them and starts new ones), health
 checks, files; in a succession the coordinator's own take-over (its spares book and the
@@ -43,7 +46,7 @@ fence of the lost host: a decision naming the survivors is published instead) an
 followers' new heart-beat threads (one connection each to the successor, not three). Each
 process prints one JSON line.
 
-Usage: scale_sim.py host  N PORT STEADY_S SUCC_PORT
+Usage: scale_sim.py host  N PORT STEADY_S
        scale_sim.py peers N PORT FIRST END GO_AT SUCC_PORT STATE_DIR
 """
 
@@ -89,6 +92,7 @@ HELD = "bench-scale-sync/held"  # peers holding cycle 1's decision
 # In the state dir once every peer process but the successor's ended: its store may go.
 RELEASED = "released"
 _SUCCESSOR_STORE: list[Client] = []
+_NODE0_KEPT: list[object] = []  # node 0's store, threads and connections, until it is killed
 
 
 def _rss_mib() -> float:
@@ -116,7 +120,7 @@ def _readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def host(n: int, port: int, steady_s: float, succession: bool) -> dict:
+def host(n: int, port: int, steady_s: float) -> dict:
     # BENCH_SCALE_TORCH_LISTENER=1: torch listens itself, as before issue 45 (the comparison)
     own = os.environ.get("BENCH_SCALE_TORCH_LISTENER") != "1"
     client = Client.host(port, KEYS, TIMEOUT_S, SEALER, address=ADDRESS if own else None)
@@ -149,9 +153,10 @@ def host(n: int, port: int, steady_s: float, succession: bool) -> dict:
     deadline = time.monotonic() + 900
     while int(sync.add(HELD, 0)) < n - 1 and time.monotonic() < deadline:  # outlive their reads
         time.sleep(0.01)
-    # succession: every peer now watches cycle 1's halt; main() ends this process at once
+    # every peer now watches cycle 1's halt; the harness ends this process (a succession),
+    # which holds node 0's connections until then
+    _NODE0_KEPT.extend((client, threads, sync))
     return {
-        "lost_at": time.monotonic() if succession else None,
         "connected_at": connected_at,
         "launch_decided_at": launch_decided_at,
         "steady_cpu_pct": cpu,
@@ -378,7 +383,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
 def main() -> None:
     role, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     if role == "host":
-        doc = host(n, port, float(sys.argv[4]), int(sys.argv[5]) != 0)
+        doc = host(n, port, float(sys.argv[4]))
     else:
         first, end, go_at, succ_port = (
             int(sys.argv[4]),
@@ -389,21 +394,8 @@ def main() -> None:
         doc = peers(n, port, first, end, go_at, succ_port, StateDir(Path(sys.argv[8])))
     print(json.dumps(doc), flush=True)
     if role == "host":
-        _exit_as_on_a_node_of_its_own()
+        threading.Event().wait()  # the harness ends node 0 while the peers are stopped
     os._exit(0)  # the launchers' threads block in the store
-
-
-def _exit_as_on_a_node_of_its_own() -> None:
-    """Node 0's process closes its 12,000 connections as it ends, at the lowest nice value.
-    Its exit otherwise competes for two cores with every simulated launcher that already
-    noticed the loss and starts the succession (a thousand runnable threads): it took
-    20 s, and the last survivors noticed the loss only then, where node 0's kernel on a node
-    of its own closes them in well under a second. Root only; otherwise as it is."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, int(tid), -20)
-        except OSError:
-            return
 
 
 if __name__ == "__main__":
