@@ -177,7 +177,7 @@ def one_size(
         "halt_to_all_s": max(d["woken_last"] for d in docs) - h["halted_at"],
         "woken": sum(d["woken"] for d in docs),
         "restart_s": max(d["held_last"] for d in docs) - h["halted_at"],
-        "rendezvous_s": max(d["held_last"] for d in docs) - max(d["entered_last"] for d in docs),
+        "rendezvous_s": max(d["held_last"] for d in docs) - max(d["woken_last"] for d in docs),
         "node0_gather_to_decision_s": h["decided_at"] - h["joined_at"],
         # the restart's legs: the halt to node 0 holding every join, its decision to every
         # launcher holding it

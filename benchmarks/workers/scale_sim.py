@@ -259,6 +259,15 @@ def _succeed(
     return None, *_follow(k, n, found.launcher, succ_port, state, old)
 
 
+def _join_and_hold(client: Client, i: int, k: int, n: int) -> Decision:
+    """Launcher k joins cycle i and holds node 0's decision, which names all n."""
+    client.join(i, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
+    decision = await_decision(client, i, n, deadline=time.monotonic() + 900, abort=never)
+    if decision is None or len(decision.nodes) != n:
+        raise RuntimeError(f"no decision of cycle {i} for all {n}: {decision}")
+    return decision
+
+
 def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int, state: StateDir) -> dict:
     woken: dict[int, float] = {}
     noticed: dict[int, float] = {}  # the store host's loss
@@ -267,7 +276,6 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
     connected: dict[int, float] = {}
     launched: dict[int, float] = {}  # holding cycle 0's decision
     held: dict[int, float] = {}
-    entered: dict[int, float] = {}  # into cycle 1's join
     cpu: dict[str, float] = {}  # the process's CPU time at its first launcher woken, its last holding
     lock = threading.Lock()
     errors: list[str] = []
@@ -301,10 +309,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 connected[k] = time.monotonic()
             # the launch: cycle 0's join and decision, as every launcher starts (its placement
             # is read here; the restart's decision names the same one)
-            client.join(0, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
-            first = await_decision(client, 0, n, deadline=time.monotonic() + 900, abort=never)
-            if first is None or len(first.nodes) != n:
-                raise RuntimeError(f"no decision of cycle 0 for all {n}: {first}")
+            _join_and_hold(client, 0, k, n)
             with lock:
                 launched[k] = time.monotonic()
             threads.watch_halt(0)
@@ -313,14 +318,10 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             if not _readable(wake.fd, 900):
                 raise TimeoutError("no halt within 900 s")
             with lock:
-                woken[k] = time.monotonic()
-                entered[k] = time.monotonic()
+                woken[k] = time.monotonic()  # and into cycle 1's join
                 cpu.setdefault("woken", time.process_time())
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
-            client.join(1, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
-            decision = await_decision(client, 1, n, deadline=time.monotonic() + 900, abort=never)
-            if decision is None or len(decision.nodes) != n:
-                raise RuntimeError(f"no decision of cycle 1 for all {n}: {decision}")
+            decision = _join_and_hold(client, 1, k, n)
             with lock:
                 held[k] = time.monotonic()
                 cpu["held"] = time.process_time()
@@ -366,7 +367,6 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "woken_last": max(woken.values(), default=0.0),
         "woken": len(woken),
         "held_last": max(held.values(), default=0.0),
-        "entered_last": max(entered.values(), default=0.0),
         "held": len(held),
         "restart_cpu_s": cpu["held"] - cpu["woken"] if len(cpu) == 2 else None,
         "noticed_last": max(noticed.values(), default=0.0),

@@ -281,8 +281,8 @@ class Malformed(ValueError):
 
 def encode(message: Base | JoinInfo | Decision | Placement | CycleResult) -> str:
     """The messages are flat (no dataclass inside), so their fields are taken as they are:
-    ``dataclasses.asdict`` deep-copied each of a placement's 4,096 names, 5-10 ms a
-    placement, which each of 4,094 survivors paid to check a successor's patched one."""
+    ``dataclasses.asdict`` deep-copied each of a placement's 4,096 names, 2.66 ms a
+    placement (0.24 ms now), which each of 4,094 survivors paid to check a successor's patched one."""
     doc = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
     return json.dumps({k: (v.value if isinstance(v, Enum) else v) for k, v in doc.items()}, sort_keys=True)
 

@@ -118,7 +118,7 @@ def when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
-    waits: WaitThread | None = None,
+    waits: WaitThread,
 ) -> bytes | None:
     """The value of ``key`` once someone sets it; None on deadline.
 
@@ -129,11 +129,10 @@ def when_set(
     timeouts, one request per ``slice_s`` (callers that wait with a whole job stretch it
     with the job's size: ``beatperiod.look_period``). ``abort`` (a signal) is looked at
     meanwhile without a request, at once on a signal where ``signal_fd`` is the signal
-    box's (:class:`WaitThread`: the connection's ``waits``, else one for this call). The key is read
+    box's (:class:`WaitThread`: the connection's ``waits``). The key is read
     (:func:`probe`: someone may delete it again) first and after each wait that saw it
     set, never between slices.
     """
-    waits = waits or WaitThread(store)
     look = True
     while True:
         if abort():
@@ -161,7 +160,7 @@ def sealed_when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
-    waits: WaitThread | None = None,
+    waits: WaitThread,
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
     counts as not set (until its real writer overwrites it).

@@ -53,30 +53,22 @@ def _cut(old: Sequence[T], new: Sequence[T]) -> tuple[int, int]:
     return head, tail
 
 
-@dataclass(frozen=True)
-class Patch:
-    """How a placement is made from the one of digest ``base``: each list keeps ``cut``'s
-    head and tail of the old one (nodes', then active's), with ``nodes`` and ``active``
-    between. ``base`` empty: no patch."""
-
-    base: str = ""
-    cut: tuple[int, ...] = ()
-    nodes: tuple[str, ...] = ()
-    active: tuple[int, ...] = ()
-
-
-def _patch(new: Placement, last: tuple[str, Placement] | None) -> Patch:
-    """From ``last`` (digest, placement) to ``new``; none when there is no last one or the
-    change is too long."""
-    if last is None:
-        return Patch()
+def _with_patch(wire: Decision, new: Placement, last: tuple[str, Placement]) -> Decision:
+    """``wire`` with the patch from ``last`` (digest, placement) to ``new``; as it is where
+    the change is too long."""
     digest, old = last
     nodes_cut, active_cut = _cut(old.nodes, new.nodes), _cut(old.active, new.active)
     nodes = new.nodes[nodes_cut[0] : len(new.nodes) - nodes_cut[1]]
     active = new.active[active_cut[0] : len(new.active) - active_cut[1]]
     if len(nodes) + len(active) > PATCH_MAX:
-        return Patch()
-    return Patch(digest, (*nodes_cut, *active_cut), nodes, active)
+        return wire
+    return dataclasses.replace(
+        wire,
+        roster_from=digest,
+        roster_cut=(*nodes_cut, *active_cut),
+        roster_nodes=nodes,
+        roster_active=active,
+    )
 
 
 @dataclass(frozen=True)
@@ -97,17 +89,9 @@ def split(decision: Decision, last: tuple[str, Placement] | None = None) -> tupl
     placement = Placement(decision.nodes, decision.active)
     text = encode(placement)
     digest = _digest(text.encode())
-    patch = _patch(placement, last) if last is None or last[0] != digest else Patch()
-    wire = dataclasses.replace(
-        decision,
-        nodes=(),
-        active=(),
-        roster=digest,
-        roster_from=patch.base,
-        roster_cut=patch.cut,
-        roster_nodes=patch.nodes,
-        roster_active=patch.active,
-    )
+    wire = dataclasses.replace(decision, nodes=(), active=(), roster=digest)
+    if last is not None and last[0] != digest:  # the same placement: every holder has it
+        wire = _with_patch(wire, placement, last)
     return wire, Written(digest, placement, text)
 
 
