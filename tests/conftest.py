@@ -1,15 +1,44 @@
 """Fixtures and test scheduling shared by every test directory."""
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import machineshare
 from tests.support.hungfs import hungfs, stoppable_fs  # noqa: F401  (fixtures: mounts that stop answering)
 
 SLURM_TESTS = "tests/slurm/"
+HEAVY = "heavy"
+_RUN_LOCKS = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's main process makes the locks by which its workers share the machine."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    stack = contextlib.ExitStack()
+    stack.enter_context(machineshare.made_for_this_run())
+    config.stash[_RUN_LOCKS] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_RUN_LOCKS, None)
+    if stack is not None:
+        stack.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """A ``heavy`` test runs with no other worker's test beside it, from its setup to its
+    teardown (tests/support/machineshare.py). Outside pytest-timeout's own wrapper, so that
+    a test's time limit does not count the wait for its turn."""
+    share = machineshare.Share.WHOLE if item.get_closest_marker(HEAVY) else machineshare.Share.PART
+    with machineshare.holding(share, machineshare.lock_dir()):
+        return (yield)
 
 
 @pytest.fixture(autouse=True, scope="session")
