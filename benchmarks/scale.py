@@ -11,7 +11,7 @@ the next decision) and a store succession (node 0's process ends: the loss to ev
 launcher holding the successor's first decision). All processes share this machine.
 
 Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--steady 20]
-       [--no-succession] [--out PATH]
+       [--switch-interval 0.5] [--no-succession] [--out PATH]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from benchmarks import cmdline, proc
@@ -36,6 +37,15 @@ from slurm_ft.launch.rendezvous import beatperiod
 SCRIPT = WORKERS / "scale_sim.py"
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
+# How long a peer process's thread may keep its interpreter's lock. Python's 5 ms is a
+# timed wait of every thread that wants the lock: hundreds of a packed process's launcher
+# threads woke 200 times a second each to ask for it, and at a store loss, when they all
+# want it at once, 4,096 launchers' wake-ups took both cores for minutes (a succession of
+# 93-475 s; its median survivor noticed the loss after 132-397 s). A launcher on a node of
+# its own has five threads, not five hundred: this is the packing's cost, not the launcher's.
+# 0.5 s: a thread keeps the lock until it blocks, which every launcher thread soon does
+# (docs/design/scale.md, "Store succession").
+PEER_SWITCH_INTERVAL_S = 0.5
 
 
 def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
@@ -46,6 +56,14 @@ def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
 
 def _median(values: list[float]) -> float | None:
     return sorted(values)[len(values) // 2] if values else None
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def _last_json(text: str) -> dict:
@@ -112,6 +130,7 @@ def one_size(
     torch_listener: bool = False,
     beats_per_s: int | None = None,
     succession: bool = True,
+    switch_s: float = PEER_SWITCH_INTERVAL_S,
 ) -> dict:
     port = proc.free_port()
     succ_port = proc.free_port() if succession else 0
@@ -119,6 +138,7 @@ def one_size(
     env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_CPP_LOG_LEVEL": "FATAL"}
     env["BENCH_SCALE_TORCH_LISTENER"] = "1" if torch_listener else "0"
     env["BENCH_SCALE_BEATS_PER_S"] = str(beats_per_s or "")
+    env["BENCH_SCALE_SWITCH_S"] = str(switch_s)
     budget = beats_per_s or beatperiod.NODE0_BEATS_PER_S
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
@@ -167,6 +187,7 @@ def one_size(
         "node0_beats_per_s_budget": budget,
         "beat_interval_s": round(max(sim.INTERVAL_S, (n - 1) / budget), 3),
         "peer_processes": len(ranges),
+        "peer_switch_interval_s": switch_s,
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
         # the launch's rendezvous: the last launcher connected to the last holding cycle 0's
         # decision (its placement read by every launcher)
@@ -191,7 +212,29 @@ def one_size(
             _median([t - lost_at for d in docs for t in d["noticed"]]) if lost_at else None
         ),
         "succession_noticed_s": max(d["noticed_last"] for d in docs) - lost_at if lost_at else None,
+        "succession_noticed_first_s": (
+            min((t for d in docs for t in d["noticed"]), default=lost_at) - lost_at if lost_at else None
+        ),
+        # by which of its threads each survivor learned of the loss (halt waiter, heart-beat,
+        # the heart-beat's silence)
+        "succession_noticed_how": _summed(d.get("noticed_how", {}) for d in docs),
+        # per peer process, its first and last survivor noticing: the spread in a process
+        # against the spread among processes
+        "succession_noticed_by_process_s": (
+            [
+                [round(min(d["noticed"]) - lost_at, 2), round(max(d["noticed"]) - lost_at, 2)]
+                for d in docs
+                if d["noticed"]
+            ]
+            if lost_at
+            else None
+        ),
         "successor_decided_s": led_at[0] - lost_at if lost_at and led_at else None,
+        # the peers' CPU from a process's first survivor noticing the loss to its last
+        # holding the successor's decision, per survivor (the successor's process included)
+        "succession_cpu_ms_per_launcher": (
+            1000 * sum(d.get("succession_cpu_s") or 0.0 for d in docs) / (n - 2) if lost_at else None
+        ),
         "succession_median_s": (
             _median([t - lost_at for d in docs for t in d["succeeded_at"]]) if lost_at else None
         ),
@@ -226,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         help="node 0's heart-beat budget (default: the launcher's; 1000000: every peer beats each second, "
         "as before the stretch)",
     )
+    p.add_argument(
+        "--switch-interval",
+        type=cmdline.positive_float,
+        default=PEER_SWITCH_INTERVAL_S,
+        help="seconds a peer process's thread may keep its interpreter's lock (Python's own: 0.005)",
+    )
     p.add_argument("--no-succession", action="store_true", help="end after the restart (no store succession)")
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
@@ -241,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             torch_listener=args.torch_listener,
             beats_per_s=args.beats_per_s,
             succession=not args.no_succession,
+            switch_s=args.switch_interval,
         )
         rows.append(row)
         succession = (

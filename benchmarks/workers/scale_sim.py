@@ -43,8 +43,10 @@ the successor's first decision, and to every launcher holding it.
 Not simulated: workers (a real restart also stops them and starts new ones), health
 checks, files; in a succession the coordinator's own take-over (its spares book and the
 fence of the lost host: a decision naming the survivors is published instead) and the
-followers' new heart-beat threads (one connection each to the successor, not three). Each
-process prints one JSON line.
+followers' new heart-beat threads (one connection each to the successor, not three). A peer
+process's threads keep its interpreter's lock until they block or 0.5 s passes (Python's own
+5 ms woke hundreds of waiting threads 200 times a second each: the packing's cost, see
+``scale.PEER_SWITCH_INTERVAL_S``). Each process prints one JSON line.
 
 Usage: scale_sim.py host  N PORT STEADY_S
        scale_sim.py peers N PORT FIRST END GO_AT SUCC_PORT STATE_DIR
@@ -118,6 +120,14 @@ def _readable(fd: int, timeout: float) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(timeout * 1000))
+
+
+def _how_lost(why: str) -> str:
+    """The thread that learned of the loss, from its reason: a broken halt wait, a failed
+    beat, or the heart-beat's silence (no beat answered within the timeout)."""
+    if "silent for" in why:
+        return "silence"
+    return why.split(" stopped:", 1)[0].removeprefix("slurm-ft-")
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
@@ -271,12 +281,14 @@ def _join_and_hold(client: Client, i: int, k: int, n: int) -> Decision:
 def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int, state: StateDir) -> dict:
     woken: dict[int, float] = {}
     noticed: dict[int, float] = {}  # the store host's loss
+    noticed_how: dict[str, int] = {}  # by which of its threads a launcher learned it
     succeeded: dict[int, float] = {}  # holding the successor's first decision
     led_at: list[float] = []
     connected: dict[int, float] = {}
     launched: dict[int, float] = {}  # holding cycle 0's decision
     held: dict[int, float] = {}
     cpu: dict[str, float] = {}  # the process's CPU time at its first launcher woken, its last holding
+    succession_cpu: dict[str, float] = {}  # the same at its first noticing the loss, its last holding
     lock = threading.Lock()
     errors: list[str] = []
     sync = stores.reconnect(ADDRESS, port, TIMEOUT_S)  # the harness's own keys, one per process
@@ -331,12 +343,15 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             sync.add(HELD, 1)
             if not succ_port:
                 return
-            while threads.store_lost() is None:
+            while (why := threads.store_lost()) is None:
                 if not _readable(wake.fd, 900):
                     raise TimeoutError("the store host was not lost within 900 s")
                 wake.drain()
             with lock:
                 noticed[k] = time.monotonic()
+                succession_cpu.setdefault("noticed", time.process_time())
+                how = _how_lost(why)
+                noticed_how[how] = noticed_how.get(how, 0) + 1
             threads.stop()
             led, second, held_at = _succeed(k, n, decision, succ_port, state, client)
             if led is not None:
@@ -347,6 +362,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 raise RuntimeError(f"no decision of the successor for all {n - 1}: {second}")
             with lock:
                 succeeded[k] = held_at
+                succession_cpu["held"] = time.process_time()
         except Exception as exc:  # reported, not hidden
             with lock:
                 where = traceback.extract_tb(exc.__traceback__)[-1]
@@ -369,8 +385,12 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "held_last": max(held.values(), default=0.0),
         "held": len(held),
         "restart_cpu_s": cpu["held"] - cpu["woken"] if len(cpu) == 2 else None,
+        "succession_cpu_s": (
+            succession_cpu["held"] - succession_cpu["noticed"] if len(succession_cpu) == 2 else None
+        ),
         "noticed_last": max(noticed.values(), default=0.0),
         "noticed": sorted(noticed.values()),
+        "noticed_how": noticed_how,
         "succeeded_last": max(succeeded.values(), default=0.0),
         "succeeded_at": sorted(succeeded.values()),
         "succeeded": len(succeeded),
@@ -391,6 +411,10 @@ def main() -> None:
             float(sys.argv[6]),
             int(sys.argv[7]),
         )
+        # BENCH_SCALE_SWITCH_S: how long a peer process's thread may keep its interpreter's
+        # lock (scale.py's PEER_SWITCH_INTERVAL_S); unset, Python's 5 ms
+        if os.environ.get("BENCH_SCALE_SWITCH_S"):
+            sys.setswitchinterval(float(os.environ["BENCH_SCALE_SWITCH_S"]))
         doc = peers(n, port, first, end, go_at, succ_port, StateDir(Path(sys.argv[8])))
     print(json.dumps(doc), flush=True)
     if role == "host":

@@ -32,3 +32,8 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     # nobody holds a decision before it exists or before noticing the loss
     assert 0 <= row["successor_decided_s"] <= row["succession_s"] < 60
     assert 0 <= row["succession_noticed_s"] <= row["succession_s"]
+    # every survivor says by which of its threads it learned of the loss, and its CPU is counted
+    assert sum(row["succession_noticed_how"].values()) == 15, row["succession_noticed_how"]
+    assert set(row["succession_noticed_how"]) <= {"halt-waiter", "heartbeat", "silence"}
+    assert row["succession_cpu_ms_per_launcher"] > 0
+    assert row["peer_switch_interval_s"] == 0.5
