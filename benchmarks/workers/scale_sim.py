@@ -65,7 +65,7 @@ import traceback
 from pathlib import Path
 
 from slurm_ft.launch.policy import decide
-from slurm_ft.launch.rendezvous import beatperiod, stores
+from slurm_ft.launch.rendezvous import beatperiod, resolver, stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
 from slurm_ft.launch.rendezvous.client import Client, find_run
 from slurm_ft.launch.rendezvous.decisionwait import await_decision
@@ -401,6 +401,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
 
 
 def main() -> None:
+    resolver.bound_reverse_lookups(os.environ)  # as the launcher does, before any lookup
     role, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     if role == "host":
         doc = host(n, port, float(sys.argv[4]))

@@ -25,6 +25,7 @@ from slurm_ft.cli.usage import UsageError
 from slurm_ft.compat.errors import CompatError
 from slurm_ft.exitcodes import ExitCode
 from slurm_ft.launch.context import AgentConfig, BadInput, run_id_for
+from slurm_ft.launch.rendezvous import resolver
 from slurm_ft.launch.spares import SpareBook, SpareError
 from slurm_ft.launch.workers.layout import Entry, Topology
 from slurm_ft.launch.workers.process import NprocError
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     """``argv`` None: the command line of this process (see :mod:`slurm_ft.cli.entry`
     for how the console script starts and ends it)."""
     env = dict(os.environ)
+    resolver.bound_reverse_lookups(os.environ)  # after the capture: the workers' stays as it was
     args = sys.argv[1:] if argv is None else argv
     try:
         return _main(args, env)

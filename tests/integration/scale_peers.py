@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 
+from slurm_ft.launch.rendezvous import resolver
 from slurm_ft.launch.rendezvous.client import find_run
 from slurm_ft.launch.rendezvous.openfiles import raise_soft_limit
 from slurm_ft.launch.rendezvous.protocol import Action, JoinInfo, Keys
@@ -29,6 +30,7 @@ TIMEOUT_S = 240.0
 
 
 def main() -> int:
+    resolver.bound_reverse_lookups(os.environ)  # as the launcher does, before any lookup
     run_id, port, n, first, end = sys.argv[1], *map(int, sys.argv[2:6])
     sealer = Sealer(os.environ["SLURM_FT_JOB_SECRET"].encode())
     keys = Keys(run_id, sealer.namespace)

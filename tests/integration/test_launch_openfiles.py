@@ -64,8 +64,8 @@ def test_hard_limit_too_low_is_one_line_and_exit_2(tmp_path: Path) -> None:
 @pytest.mark.heavy  # 2,047 launchers' threads: the other worker's launchers miss heart-beats beside it
 @pytest.mark.timeout(300)
 def test_soft_limit_is_raised_and_node0_rendezvouses_2048_launchers(tmp_path: Path) -> None:
-    """41 s on the shared 2-core machine, most of it the 2,047 first connections (their
-    reverse lookups: docs/design/scale.md)."""
+    """8 s on the shared 2-core machine; 41 s before the launchers gave torch's reverse
+    lookup of each connection one second (resolver.py, docs/design/scale.md)."""
     own_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     hard = 65536 if own_hard == resource.RLIM_INFINITY else min(65536, own_hard)
     if hard < needed(N, STORE_CONNECTIONS):

@@ -55,6 +55,8 @@ def test_forged_failure_and_halt_are_ignored_and_the_secret_is_never_shown(tmp_p
         envs = [(tmp_path / f"env.{r}").read_text() for r in (0, 1)]
         assert not [text for text in readable + envs if SECRET in text]
         assert SECRET_ENV not in "".join(envs)
+        # the launcher's own settings stay its own (clean_env sets neither)
+        assert "RES_OPTIONS=" not in "".join(envs) and "TORCH_CPP_LOG_LEVEL=" not in "".join(envs)
     finally:
         job.kill()
 

@@ -280,7 +280,8 @@ def _client(dist: ModuleType, address: str, port: int, timeout: float) -> Store:
     never answers: a DNS query, 5 s and more where the resolver drops it under a storm of
     thousands of launchers), so a short attempt would fail every time and each retry would
     add a connection and a query. It is made with :data:`LOOKUP_ALLOWANCE_S` at least, and
-    the caller's next attempt at the same address and port waits for it."""
+    the caller's next attempt at the same address and port waits for it. The launcher's
+    process asks its resolver once, for a second (``resolver.bound_reverse_lookups``)."""
     key = (address, port)
     with _pending_lock:
         connecting = _pending.pop(key, None)
