@@ -46,35 +46,47 @@ def _progress_readings(readings: list[ProgressReading], after: float | None) -> 
     return out
 
 
-# A checkpoint a cycle made while its workers were being stopped is read up to a look
-# later (node 0 looks every 0.5 s): readings this long after a cycle's end, and before the
-# next cycle started, are still that cycle's.
+# A checkpoint a cycle made while its workers were being stopped is read up to a look later
+# (node 0 looks every 0.5 s): readings this long after a cycle's end are still that cycle's,
+# even where the next cycle has started (a warm restart starts it within milliseconds: the
+# checkpoint a stopped rank saved on its way out, read in the next cycle, set that cycle's
+# pace with its own start-up between two of its "steps").
 READING_LAG_S = 1.0
 
 
+@dataclasses.dataclass(frozen=True)
+class _Span:
+    """A cycle's reading window."""
+
+    since: float
+    until: float | None  # None: the cycle is open
+
+
 def _window(
-    c: CycleView, readings: list[ProgressReading], until: float | None = None
+    c: CycleView, readings: list[ProgressReading], span: _Span | None = None
 ) -> list[ProgressReading]:
-    """The cycle's readings: from its start to ``until`` (its end), less the snapshot
-    readings of the cycle before that node 0 read only after this one began."""
-    end = until if until is not None else (c.end if c.end is not None else float("inf"))
+    """The cycle's readings in its window (its start to its end without ``span``), less the
+    snapshot readings of the cycle before that node 0 read only after this one began."""
+    since = span.since if span is not None else c.start
+    until = span.until if span is not None else c.end
+    end = until if until is not None else float("inf")
     floor = c.snapshot_floor
     return [
         r
         for r in readings
-        if c.start <= r.time <= end and (floor is None or r.mark != SNAPSHOT_MARK or r.step > floor)
+        if since <= r.time <= end and (floor is None or r.mark != SNAPSHOT_MARK or r.step > floor)
     ]
 
 
-def _windows(cycles: list[CycleView]) -> dict[int, float | None]:
-    """Each cycle's reading window's end (see :data:`READING_LAG_S`)."""
-    ordered = sorted(cycles, key=lambda c: c.start)
-    out: dict[int, float | None] = {}
-    for c, nxt in itertools.zip_longest(ordered, ordered[1:]):
-        if c.end is None:
-            out[c.cycle] = None
-        else:
-            out[c.cycle] = min(c.end + READING_LAG_S, nxt.start) if nxt is not None else c.end + READING_LAG_S
+def _windows(cycles: list[CycleView]) -> dict[int, _Span]:
+    """Each cycle's reading window: from its start, or the end of the window before it, to
+    its end and :data:`READING_LAG_S` more."""
+    out: dict[int, _Span] = {}
+    before: float | None = None
+    for c in sorted(cycles, key=lambda c: c.start):
+        until = c.end + READING_LAG_S if c.end is not None else None
+        out[c.cycle] = _Span(max(c.start, before) if before is not None else c.start, until)
+        before = until
     return out
 
 
@@ -92,12 +104,19 @@ def _base_step(c: CycleView, readings: list[ProgressReading]) -> int | None:
 
 def seconds_per_step(cycles: list[CycleView], readings: list[ProgressReading]) -> float | None:
     """The job's pace while it trains: time over steps between consecutive forward readings
-    of the same cycle (never across a failure); None with fewer than two in any cycle."""
+    of the same cycle, read while its workers trained (never across a failure, nor past
+    one: a checkpoint saved as the workers are stopped comes one step and seconds after the
+    one before when they were stopped for a hang, and a drill's hung rank set the pace 3x
+    too slow, which back-dated every cycle's start-up to nothing); None with fewer than two
+    in any cycle."""
     dt = 0.0
     steps = 0
-    ends = _windows(cycles)
+    spans = _windows(cycles)
     for c in cycles:
-        moved = _progress_readings(_window(c, readings, ends.get(c.cycle)), _base_step(c, readings))
+        span = spans.get(c.cycle)
+        if span is not None and c.end is not None:  # read while the workers trained
+            span = _Span(span.since, max(span.since, c.run_end))
+        moved = _progress_readings(_window(c, readings, span), _base_step(c, readings))
         for a, b in itertools.pairwise(moved):
             dt += b.time - a.time
             steps += b.step - a.step
@@ -108,7 +127,7 @@ def split_cycle(
     c: CycleView,
     readings: list[ProgressReading],
     pace: float | None,
-    until: float | None = None,
+    span: _Span | None = None,
     resumed_after: int | None = None,
 ) -> CycleSplit | None:
     """The cycle cut at its first sign of progress and at the last step the job kept;
@@ -128,7 +147,7 @@ def split_cycle(
     if c.end is None:
         return None
     base = _base_step(c, readings)
-    window = _window(c, readings, until)
+    window = _window(c, readings, span)
     moved = _progress_readings(window, base)
     if not moved:
         return _unread_split(c, base, pace, resumed_after)
@@ -186,13 +205,13 @@ def with_splits(
     if not readings:
         return cycles, None
     pace = seconds_per_step(cycles, readings)
-    ends = _windows(cycles)
+    spans = _windows(cycles)
     ordered = sorted(cycles, key=lambda c: c.start)
     out = []
     for c in cycles:
         nxt = next((n for n in ordered if c.end is not None and n.start >= c.end), None)
         resumed_after = nxt.resumed_step if nxt is not None else None
-        split = split_cycle(c, readings, pace, ends.get(c.cycle), resumed_after)
+        split = split_cycle(c, readings, pace, spans.get(c.cycle), resumed_after)
         if split is not None:
             out.append(dataclasses.replace(c, split=split))
         elif c.end is not None and c.progressed is None:

@@ -64,6 +64,44 @@ READINGS = [
 READINGS.append(reading(80, 64))
 
 
+def test_a_checkpoint_saved_as_the_workers_are_stopped_does_not_set_the_pace() -> None:
+    """Step 32 saved at 39.5 s, after the failure at 38 s (a rank stopped, say, by a hang and
+    saving as it is ended): not a step of training, and 2 steps in 4.5 s would slow the pace
+    and back-date the start-ups away."""
+    late_save = reading(39.5, 32)
+    r = analyse(job([*READINGS[:3], late_save, *READINGS[3:]], [drill(37.5)]))
+    assert r.totals.seconds_per_step == pytest.approx(1.0)
+    c0, c1 = r.cycles
+    assert c0.split is not None and c1.split is not None
+    assert (c0.split.startup_s, c1.split.startup_s) == pytest.approx((5, 5))
+
+
+def test_a_save_on_the_way_out_read_after_a_warm_restart_stays_with_its_cycle() -> None:
+    """Cycle 1 starts 0.05 s after cycle 0 ends (a warm restart); step 32, saved as cycle
+    0's workers were stopped, is read 0.5 s into cycle 1. It is cycle 0's: in cycle 1 it
+    would be the first of its steps, 8 steps before step 40 with 15 s between them, its
+    start-up counted as training in the pace."""
+    ledger = Ledger(
+        cycles=[entry(0, 0, 0, 30, 0, 40), entry(1, 0, 30, 64, 40.05, 80)],
+        source="checkpoint-dir:/ckpt",
+        seen_source="checkpoint-dir:/ckpt",
+    )
+    files = StateFiles(
+        path=Path("/state"),
+        cycles=[cycle(0, RUN_A, 0, 0, 40, "failed", failure(38)), cycle(1, RUN_A, 0, 40.05, 80, "succeeded")],
+        outcomes=[outcome(RUN_A, 0, 81, 0, "finished")],
+        ledger=ledger,
+        readings=[*READINGS[:3], reading(40.55, 32), *READINGS[3:]],
+        drills=[],
+    )
+    r = analyse(files)
+    assert r.totals.seconds_per_step == pytest.approx(1.0)
+    c1 = r.cycles[1]
+    assert c1.split is not None
+    # step 40 read at 56 s, 10 steps after the ledger's 30 at 1 s each: start-up to 46 s
+    assert c1.split.startup_s == pytest.approx(46 - 40.05)
+
+
 def test_a_cycle_is_cut_into_start_up_kept_lost_and_stopping() -> None:
     r = analyse(job(READINGS, [drill(37.5)]))
     c0, c1 = r.cycles
