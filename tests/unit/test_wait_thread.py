@@ -17,8 +17,14 @@ from slurm_ft.launch.rendezvous.waitthread import ABORT_LOOK_S, WaitThread
 LONG = ABORT_LOOK_S + 4.0  # taken on the thread
 
 
-def _wait_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "slurm-ft-store-wait"]
+def _wait_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "slurm-ft-store-wait"}
+
+
+def _new_since(before: set[threading.Thread]) -> set[threading.Thread]:
+    """The wait threads started since ``before`` was taken: not a count, because another
+    test's connections may be collected (their threads end) at any moment of this one."""
+    return _wait_threads() - before
 
 
 def _until(cond: Callable[[], bool], deadline_s: float = 5.0) -> bool:
@@ -31,27 +37,27 @@ def _until(cond: Callable[[], bool], deadline_s: float = 5.0) -> bool:
 
 
 def test_many_long_waits_share_one_thread_and_short_ones_take_none() -> None:
-    before = len(_wait_threads())
+    before = _wait_threads()
     store = localstore.LocalStore()
     waits = WaitThread(store.connect())
     assert waits.wait(["short"], 0.05, lambda: False) is False  # on the caller's thread
-    assert len(_wait_threads()) == before
+    assert not _new_since(before)
     for k in range(20):
         threading.Timer(0.01, store.connect().set, (f"k{k}", "1")).start()
         assert waits.wait([f"k{k}"], LONG, lambda: False) is True
-    assert len(_wait_threads()) == before + 1
+    assert len(_new_since(before)) == 1
 
 
 def test_the_thread_ends_once_its_connection_is_collected() -> None:
-    before = len(_wait_threads())
+    before = _wait_threads()
     store = localstore.LocalStore()
     store.connect().set("k", "1")
     waits = WaitThread(store.connect())
     assert waits.wait(["k"], LONG, lambda: False) is True
-    assert len(_wait_threads()) == before + 1
+    (thread,) = _new_since(before)
     del waits
     gc.collect()
-    assert _until(lambda: len(_wait_threads()) == before)
+    assert _until(lambda: not thread.is_alive())
 
 
 def test_a_wait_given_up_on_ends_on_the_thread_and_the_next_wait_gets_its_own_answer() -> None:
