@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections import Counter
 from pathlib import Path
 
 from benchmarks import cmdline, proc
@@ -56,14 +56,6 @@ def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
 
 def _median(values: list[float]) -> float | None:
     return sorted(values)[len(values) // 2] if values else None
-
-
-def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for c in counts:
-        for k, v in c.items():
-            total[k] = total.get(k, 0) + v
-    return total
 
 
 def _last_json(text: str) -> dict:
@@ -217,7 +209,7 @@ def one_size(
         ),
         # by which of its threads each survivor learned of the loss (halt waiter, heart-beat,
         # the heart-beat's silence)
-        "succession_noticed_how": _summed(d.get("noticed_how", {}) for d in docs),
+        "succession_noticed_how": dict(sum((Counter(d["noticed_how"]) for d in docs), Counter())),
         # per peer process, its first and last survivor noticing: the spread in a process
         # against the spread among processes
         "succession_noticed_by_process_s": (

@@ -122,12 +122,12 @@ def _readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _how_lost(why: str) -> str:
-    """The thread that learned of the loss, from its reason: a broken halt wait, a failed
-    beat, or the heart-beat's silence (no beat answered within the timeout)."""
-    if "silent for" in why:
-        return "silence"
-    return why.split(" stopped:", 1)[0].removeprefix("slurm-ft-")
+def _how_lost(threads: BackgroundSet) -> str:
+    """The thread that learned of the loss: a broken halt wait, a failed beat, or the
+    heart-beat's silence (no beat answered within the timeout)."""
+    if threads.waiter is not None and threads.waiter.lost_store:
+        return "halt-waiter"
+    return "silence" if threads.store_silent() else "heartbeat"
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
@@ -343,14 +343,14 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             sync.add(HELD, 1)
             if not succ_port:
                 return
-            while (why := threads.store_lost()) is None:
+            while threads.store_lost() is None:
                 if not _readable(wake.fd, 900):
                     raise TimeoutError("the store host was not lost within 900 s")
                 wake.drain()
             with lock:
                 noticed[k] = time.monotonic()
                 succession_cpu.setdefault("noticed", time.process_time())
-                how = _how_lost(why)
+                how = _how_lost(threads)
                 noticed_how[how] = noticed_how.get(how, 0) + 1
             threads.stop()
             led, second, held_at = _succeed(k, n, decision, succ_port, state, client)

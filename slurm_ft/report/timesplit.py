@@ -62,19 +62,15 @@ class _Span:
     until: float | None  # None: the cycle is open
 
 
-def _window(
-    c: CycleView, readings: list[ProgressReading], span: _Span | None = None
-) -> list[ProgressReading]:
-    """The cycle's readings in its window (its start to its end without ``span``), less the
-    snapshot readings of the cycle before that node 0 read only after this one began."""
-    since = span.since if span is not None else c.start
-    until = span.until if span is not None else c.end
-    end = until if until is not None else float("inf")
+def _window(c: CycleView, readings: list[ProgressReading], span: _Span) -> list[ProgressReading]:
+    """The cycle's readings in its window, less the snapshot readings of the cycle before
+    that node 0 read only after this one began."""
+    end = span.until if span.until is not None else float("inf")
     floor = c.snapshot_floor
     return [
         r
         for r in readings
-        if since <= r.time <= end and (floor is None or r.mark != SNAPSHOT_MARK or r.step > floor)
+        if span.since <= r.time <= end and (floor is None or r.mark != SNAPSHOT_MARK or r.step > floor)
     ]
 
 
@@ -113,8 +109,8 @@ def seconds_per_step(cycles: list[CycleView], readings: list[ProgressReading]) -
     steps = 0
     spans = _windows(cycles)
     for c in cycles:
-        span = spans.get(c.cycle)
-        if span is not None and c.end is not None:  # read while the workers trained
+        span = spans[c.cycle]
+        if c.end is not None:  # read while the workers trained
             span = _Span(span.since, max(span.since, c.run_end))
         moved = _progress_readings(_window(c, readings, span), _base_step(c, readings))
         for a, b in itertools.pairwise(moved):
@@ -127,7 +123,7 @@ def split_cycle(
     c: CycleView,
     readings: list[ProgressReading],
     pace: float | None,
-    span: _Span | None = None,
+    span: _Span,
     resumed_after: int | None = None,
 ) -> CycleSplit | None:
     """The cycle cut at its first sign of progress and at the last step the job kept;
@@ -211,7 +207,7 @@ def with_splits(
     for c in cycles:
         nxt = next((n for n in ordered if c.end is not None and n.start >= c.end), None)
         resumed_after = nxt.resumed_step if nxt is not None else None
-        split = split_cycle(c, readings, pace, spans.get(c.cycle), resumed_after)
+        split = split_cycle(c, readings, pace, spans[c.cycle], resumed_after)
         if split is not None:
             out.append(dataclasses.replace(c, split=split))
         elif c.end is not None and c.progressed is None:
