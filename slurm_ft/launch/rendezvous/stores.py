@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import functools
 import random
 import socket
 import sys
@@ -19,6 +20,8 @@ import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol, TypeVar
+
+from slurm_ft.launch.rendezvous import keptthreads
 
 CONNECT_ATTEMPT_S = 2.0
 # How long a connection to a store known to be up may take to be made. Idle connections
@@ -240,13 +243,12 @@ def backlog_warning(num_nodes: int, path: str = SOMAXCONN) -> str | None:
 
 
 class _Connecting:
-    """One connection being made on a thread of its own (see :func:`_client`)."""
+    """One connection being made on a kept thread (see :func:`_client`)."""
 
     def __init__(self, dist: ModuleType, address: str, port: int, timeout: float) -> None:
         self.done = threading.Event()
         self.result: Store | BaseException | None = None
-        args = (dist, address, port, timeout)
-        threading.Thread(target=self._make, args=args, name="slurm-ft-store-connect", daemon=True).start()
+        keptthreads.run(functools.partial(self._make, dist, address, port, timeout))
 
     def _make(self, dist: ModuleType, address: str, port: int, timeout: float) -> None:
         try:
@@ -273,7 +275,8 @@ def _client(dist: ModuleType, address: str, port: int, timeout: float) -> Store:
     a time limit: a store whose process is frozen (SIGSTOP, a hung node) still accepts the
     connection in its kernel and never answers, and the constructor blocked for ever
     (measured: over 60 s with a 1 s timeout, torch 2.13), past every join timeout. So the
-    connection is made on a thread of its own and the caller stops waiting at the deadline.
+    connection is made on another thread (a kept one: ``keptthreads``) and the caller stops
+    waiting at the deadline.
 
     The connection itself is not given up with it: torch names the address it connects to
     with a reverse lookup first (``getnameinfo`` of ``::ffff:a.b.c.d``, which ``/etc/hosts``
