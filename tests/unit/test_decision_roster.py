@@ -139,10 +139,41 @@ def test_a_placement_that_is_not_the_one_the_decision_names_is_never_used() -> N
     assert written is not None
     placement = written.text
     assert roster.joined(wire, roster.placement(wire.roster, placement.encode())) == decision(100)
-    other = json.dumps({"nodes": [f"node{k}" for k in range(100)], "active": list(range(99))})
-    for raw in (other.encode(), b"[1, 2]", b"\xff", placement.encode() + b" "):
+    names = [f"node{k}" for k in range(100)]
+    others = [
+        {"nodes": names, "active": list(range(99))},
+        {"nodes": [*names[:5], "nodeX", *names[6:]], "active": list(range(98))},
+        # the same names joined by NUL: NUL is no host name's, so none is the named one
+        {"nodes": [names[0] + "\0" + names[1], *names[2:], ""], "active": list(range(98))},
+        {"nodes": names, "active": [*range(97), 2**64]},
+    ]
+    for raw in (*(json.dumps(o).encode() for o in others), b"[1, 2]", b"\xff"):
         with pytest.raises(proto.Malformed):
             roster.placement(wire.roster, raw)
+    # the digest is the placement's, not its text's: the same one written otherwise is it
+    assert roster.placement(wire.roster, placement.encode() + b" ") == roster.placement(
+        wire.roster, placement.encode()
+    )
+
+
+def test_placements_that_differ_have_different_digests() -> None:
+    def digest(nodes: tuple[str, ...], active: tuple[int, ...]) -> str | None:
+        return roster._digest(proto.Placement(nodes, active))
+
+    seen = [
+        digest(("a", "b"), (0, 1)),
+        digest(("a", "b"), (1, 0)),
+        digest(("b", "a"), (0, 1)),
+        digest(("ab",), (0, 1)),
+        digest(("a", "b", ""), (0, 1)),
+        digest(("a",), (0, 1)),
+        digest(("a", "b"), (0,)),
+        digest((), ()),
+    ]
+    assert None not in seen and len(set(seen)) == len(seen)
+    assert digest(("a\0b",), (0,)) is None and digest(("a",), (2**63,)) is None
+    # a name's bytes never run into the launchers' (the names' length comes first)
+    assert digest(("a" + "\x01" * 8,), (0,)) != digest(("a",), (1, 0))
 
 
 def test_a_forged_placement_waits_for_node0s_own() -> None:

@@ -52,6 +52,16 @@ def test_candidates_are_the_last_decisions_launchers_but_the_lost_host_in_hostli
     assert rule.candidates(run_decision(active=(3, 1, 2), spares=()), 4, 1) == (2, 3)
     # a decision without placement: every launcher
     assert rule.candidates(Decision(Action.RUN, 0), 3, 0) == (1, 2)
+    # a launcher the job does not have is none (a decision is sealed, but checked all the same)
+    assert rule.candidates(run_decision(active=(-1, 5, 2, 0), spares=(4, 1)), 4, 0) == (1, 2)
+
+
+def test_the_event_line_names_the_first_candidates_and_counts_the_rest() -> None:
+    names = tuple(f"node{k}" for k in range(4096))
+    d = run_decision(nodes=names, active=tuple(range(4095)), spares=(4095,))
+    order = rule.candidates(d, 4096, 0)
+    assert rule.named_order(d, order) == ", ".join(names[1:9]) + " and 4,087 more"
+    assert rule.named_order(run_decision(), rule.candidates(run_decision(), 4, 0)) == ", ".join(NAMES[1:4])
 
 
 def test_the_p_th_candidate_may_claim_after_p_turns():

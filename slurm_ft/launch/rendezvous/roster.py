@@ -20,7 +20,9 @@ before. Pure: the client does the I/O.
 
 from __future__ import annotations
 
+import array
 import dataclasses
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -33,12 +35,34 @@ PATCH_MAX = 64  # entries a patch may put between the kept head and tail; past t
 T = TypeVar("T")
 
 
-def _digest(text: bytes) -> str:
-    """hashlib is imported on first use (as the sealer's): only a job of more than 64 nodes
-    digests, and a single node's launcher should not pay for it at start-up."""
+def _digest(found: Placement) -> str | None:
+    """The placement's identity: SHA-256 of its names joined by NUL (after their length)
+    and its launchers as 8-byte little-endian integers; None where it has none (a name
+    holding a NUL, which no host name does and which would make two placements one; a
+    launcher past 64 bits).
+
+    Not of its JSON: a launcher checks a placement made from a patch against its digest,
+    and encoding 4,096 names and launchers to hash them took 0.31 ms of that check's 0.41
+    (this 0.14 ms), which each of the 4,094 survivors of the scale harness's succession
+    paid on two cores. hashlib is imported on first use (as the sealer's): only a job of
+    more than 64 nodes digests, and a single node's launcher should not pay for it at
+    start-up."""
     import hashlib
 
-    return hashlib.sha256(text).hexdigest()[:32]
+    names = "\0".join(found.nodes)
+    if names.count("\0") != max(0, len(found.nodes) - 1):
+        return None
+    try:
+        launchers = array.array("q", found.active)
+    except OverflowError:
+        return None
+    if sys.byteorder == "big":
+        launchers.byteswap()
+    text = names.encode(errors="surrogatepass")
+    digest = hashlib.sha256(f"{len(text)}:".encode())  # where the names end
+    digest.update(text)
+    digest.update(launchers.tobytes())
+    return digest.hexdigest()[:32]
 
 
 def _cut(old: Sequence[T], new: Sequence[T]) -> tuple[int, int]:
@@ -88,7 +112,9 @@ def split(decision: Decision, last: tuple[str, Placement] | None = None) -> tupl
         return decision, None
     placement = Placement(decision.nodes, decision.active)
     text = encode(placement)
-    digest = _digest(text.encode())
+    digest = _digest(placement)
+    if digest is None:  # names from Slurm hold no NUL: a placement not to be split
+        return decision, None
     wire = dataclasses.replace(decision, nodes=(), active=(), roster=digest)
     if last is not None and last[0] != digest:  # the same placement: every holder has it
         wire = _with_patch(wire, placement, last)
@@ -98,9 +124,10 @@ def split(decision: Decision, last: tuple[str, Placement] | None = None) -> tupl
 def placement(expected: str, raw: bytes) -> Placement:
     """The placement in ``raw`` when it is the one of digest ``expected``; :class:`Malformed`
     otherwise (an older one, or none: the wait goes on until node 0 writes it again)."""
-    if _digest(raw) != expected:
+    found = decode(Placement, raw)
+    if _digest(found) != expected:
         raise Malformed("the placement is not the one the decision names")
-    return decode(Placement, raw)
+    return found
 
 
 def _spliced(old: Sequence[T], head: int, tail: int, between: Sequence[T]) -> tuple[T, ...] | None:
@@ -121,7 +148,7 @@ def patched(wire: Decision, base: Placement) -> Placement | None:
     if nodes is None or active is None:
         return None
     made = Placement(nodes, active)
-    return made if _digest(encode(made).encode()) == wire.roster else None
+    return made if _digest(made) == wire.roster else None
 
 
 def joined(wire: Decision, found: Placement) -> Decision:

@@ -39,6 +39,7 @@ cycle records and counter (the next cycle number: never one that was used), the 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -49,7 +50,7 @@ from pathlib import Path
 
 from slurm_ft import atomicfile, privatefiles
 from slurm_ft.launch.rendezvous.protocol import Decision
-from slurm_ft.records import SuccessionClaim
+from slurm_ft.records import SuccessionClaim, node_name
 from slurm_ft.statedir import StateDir
 
 CLAIM_POLL_S = 0.02  # a follower's look for the claim of the next epoch (and the port)
@@ -72,7 +73,22 @@ def candidates(decision: Decision, launchers: int, host: int) -> tuple[int, ...]
     launchers of ``decision`` (placed or usable spares; every launcher for a decision
     without placement) but the lost ``host``, in hostlist order."""
     pool = {*decision.active, *decision.spares} if decision.active else set(range(launchers))
-    return tuple(sorted(k for k in pool if k != host and 0 <= k < launchers))
+    pool.discard(host)
+    order = sorted(pool)  # set and sort in C: every survivor orders all N (a generator here
+    # was 0.17 of 0.2 ms at 4,096 nodes, paid by each of the scale harness's 4,094 on two cores)
+    return tuple(order[bisect.bisect_left(order, 0) : bisect.bisect_left(order, launchers)])
+
+
+ORDER_NAMED = 8  # the candidates a line names (:func:`named_order`)
+
+
+def named_order(decision: Decision, order: tuple[int, ...]) -> str:
+    """The order for the event log: its first :data:`ORDER_NAMED` nodes and how many more. The
+    whole order of a 4,096-node job was a line of 60 KB in every launcher's event log at
+    every succession, and naming each node cost each launcher a few milliseconds."""
+    names = ", ".join(node_name(decision.nodes, k) for k in order[:ORDER_NAMED])
+    more = len(order) - ORDER_NAMED
+    return f"{names} and {more:,} more" if more > 0 else names
 
 
 def may_claim(order: tuple[int, ...], me: int, waited: float, turn: float) -> bool:

@@ -173,8 +173,7 @@ class StoreHostLoss:
         beats = beat_period(cfg.num_nodes, self.launch.heartbeat_interval, self.launch.heartbeat_timeout)
         turn = max(SUCCESSION_TURN_MIN_S, beats.timeout)
         wait = rule.Wait(order, turn, rule.give_up_after(order, turn, self.launch.join_timeout))
-        names = ", ".join(node_name(d.nodes, k) for k in order)
-        self.ev.event(f"store host {lost} lost ({detail}); successor order: {names}")
+        self.ev.event(f"store host {lost} lost ({detail}); successor order: {rule.named_order(d, order)}")
         mine = SuccessionClaim(keys.epoch, me, cfg.job.node_name, uuid, lost, os.getpid(), now)
         found = rule.settle(cfg.state.succession_claim(cfg.run_id, keys.epoch), mine, wait, self.sig.arrived)
         if isinstance(found, str):
