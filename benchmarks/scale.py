@@ -227,6 +227,12 @@ def one_size(
         "succession_cpu_ms_per_launcher": (
             1000 * sum(d.get("succession_cpu_s") or 0.0 for d in docs) / (n - 2) if lost_at else None
         ),
+        # the launchers' own threads' CPU between the steps of the restart ("start->restart_held")
+        # and of the succession (noticed at "start"), per launcher: where it goes
+        "step_cpu_ms_per_launcher": {
+            step: round(1000 * cpu / (n - 1), 3)
+            for step, cpu in sorted(sum((Counter(d["step_cpu_s"]) for d in docs), Counter()).items())
+        },
         "succession_median_s": (
             _median([t - lost_at for d in docs for t in d["succeeded_at"]]) if lost_at else None
         ),

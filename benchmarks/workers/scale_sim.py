@@ -62,6 +62,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
 from slurm_ft.launch.policy import decide
@@ -128,6 +129,24 @@ def _how_lost(threads: BackgroundSet) -> str:
     if threads.waiter is not None and threads.waiter.lost_store:
         return "halt-waiter"
     return "silence" if threads.store_silent() else "heartbeat"
+
+
+_STEP = threading.local()  # this launcher thread's last step and its CPU time then
+STEP_CPU: Counter[str] = Counter()  # "a->b": the launchers' CPU from step a to b, summed
+_STEP_LOCK = threading.Lock()
+
+
+def _step(name: str) -> None:
+    """Where a launcher's own thread spends its CPU in a restart or a succession: from its
+    last step (none after "start") to this one, on ``time.thread_time`` (the other threads'
+    share, the kept threads' and the successor's store, is what the process's CPU has
+    beyond it)."""
+    now = time.thread_time()
+    last = getattr(_STEP, "last", None)
+    if last is not None and name != "start":
+        with _STEP_LOCK:
+            STEP_CPU[f"{last[0]}->{name}"] += now - last[1]
+    _STEP.last = (name, now)
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
@@ -220,6 +239,7 @@ def _follow(
     the decision and when it was held."""
     keys = next_epoch(KEYS)
     ports = (succ_port,)
+    _step("settled")
     noted = rule.await_port(
         state.succession_port(RUN_ID, keys.epoch),
         ports,
@@ -242,10 +262,13 @@ def _follow(
         sleep=time.sleep,
         accept=ours,
     )
+    _step("found_run")
     client.beat(k)
     client.inherit_placements(old)
     client.join(base.index, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
+    _step("joined")
     decision = await_decision(client, base.index, n, deadline=time.monotonic() + JOIN_TIMEOUT_S, abort=never)
+    _step("held")
     return decision, time.monotonic()
 
 
@@ -261,6 +284,7 @@ def _succeed(
     turn = max(SUCCESSION_TURN_MIN_S, beats.timeout)
     wait = rule.Wait(order, turn, rule.give_up_after(order, turn, JOIN_TIMEOUT_S))
     mine = SuccessionClaim(keys.epoch, k, f"node{k}", RUN_UUID, "node0", os.getpid(), time.time())
+    _step("ordered")
     found = rule.settle(state.succession_claim(RUN_ID, keys.epoch), mine, wait, never)
     if isinstance(found, str):
         raise RuntimeError(f"no successor: {found}")
@@ -329,11 +353,13 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             sync.set(f"{READY}/{count}", "1")
             if not _readable(wake.fd, 900):
                 raise TimeoutError("no halt within 900 s")
+            _step("start")
             with lock:
                 woken[k] = time.monotonic()  # and into cycle 1's join
                 cpu.setdefault("woken", time.process_time())
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             decision = _join_and_hold(client, 1, k, n)
+            _step("restart_held")
             with lock:
                 held[k] = time.monotonic()
                 cpu["held"] = time.process_time()
@@ -347,12 +373,14 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 if not _readable(wake.fd, 900):
                     raise TimeoutError("the store host was not lost within 900 s")
                 wake.drain()
+            _step("start")
             with lock:
                 noticed[k] = time.monotonic()
                 succession_cpu.setdefault("noticed", time.process_time())
                 how = _how_lost(threads)
                 noticed_how[how] = noticed_how.get(how, 0) + 1
             threads.stop()
+            _step("stopped")
             led, second, held_at = _succeed(k, n, decision, succ_port, state, client)
             if led is not None:
                 with lock:
@@ -397,6 +425,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "led_at": led_at[0] if led_at else None,
         "errors": errors[:5],
         "rss_mib": _rss_mib(),
+        "step_cpu_s": dict(STEP_CPU),
     }
 
 

@@ -36,4 +36,9 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     assert sum(row["succession_noticed_how"].values()) == 15, row["succession_noticed_how"]
     assert set(row["succession_noticed_how"]) <= {"halt-waiter", "heartbeat", "silence"}
     assert row["succession_cpu_ms_per_launcher"] > 0
+    # where the launchers' own threads spend it: the restart, and each step of a follower's
+    steps = row["step_cpu_ms_per_launcher"]
+    follower = ("start->stopped", "stopped->ordered", "ordered->settled", "settled->found_run")
+    assert set(steps) == {"start->restart_held", *follower, "found_run->joined", "joined->held"}, steps
+    assert steps["start->restart_held"] > 0 and steps["joined->held"] > 0
     assert row["peer_switch_interval_s"] == 0.5
