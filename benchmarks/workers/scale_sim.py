@@ -261,6 +261,7 @@ def _follow(
         abort=never,
         sleep=time.sleep,
         accept=ours,
+        noted=noted,
     )
     _step("found_run")
     client.beat(k)

@@ -152,4 +152,5 @@ def follow(
         abort=abort,
         sleep=sleep,
         accept=ours,
+        noted=noted,
     )
