@@ -70,6 +70,8 @@ def test_the_p_th_candidate_may_claim_after_p_turns():
     assert not rule.may_claim(order, 2, 4.9, 5.0) and rule.may_claim(order, 2, 5.0, 5.0)
     assert not rule.may_claim(order, 3, 9.9, 5.0) and rule.may_claim(order, 3, 10.0, 5.0)
     assert not rule.may_claim(order, 0, 100.0, 5.0)  # the lost host, or a retired launcher
+    assert not rule.may_claim(order, 4, 100.0, 5.0) and not rule.may_claim((1, 3), 2, 100.0, 5.0)
+    assert rule.may_claim((1, 3), 3, 5.0, 5.0) and not rule.may_claim((), 1, 100.0, 5.0)
 
 
 @pytest.mark.parametrize(

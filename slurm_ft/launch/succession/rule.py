@@ -84,7 +84,7 @@ ORDER_NAMED = 8  # the candidates a line names (:func:`named_order`)
 
 def named_order(decision: Decision, order: tuple[int, ...]) -> str:
     """The order for the event log: its first :data:`ORDER_NAMED` nodes and how many more. The
-    whole order of a 4,096-node job was a line of 60 KB in every launcher's event log at
+    whole order of a 4,096-node job was a line of 40-60 KB in every launcher's event log at
     every succession, and naming each node cost each launcher a few milliseconds."""
     names = ", ".join(node_name(decision.nodes, k) for k in order[:ORDER_NAMED])
     more = len(order) - ORDER_NAMED
@@ -93,8 +93,11 @@ def named_order(decision: Decision, order: tuple[int, ...]) -> str:
 
 def may_claim(order: tuple[int, ...], me: int, waited: float, turn: float) -> bool:
     """Whether launcher ``me`` may try to claim the next epoch, ``waited`` seconds after it
-    found the store lost with no claim made: the p-th of ``order`` after p turns."""
-    return me in order and waited >= order.index(me) * turn
+    found the store lost with no claim made: the p-th of ``order`` after p turns. ``order``
+    is sorted (:func:`candidates`), so ``me`` is found by bisection: a scan for it, twice a
+    look, was 4,096 comparisons for each of a big job's survivors waiting for the claim."""
+    p = bisect.bisect_left(order, me)
+    return p < len(order) and order[p] == me and waited >= p * turn
 
 
 def give_up_after(order: tuple[int, ...], turn: float, join_timeout: float) -> float:
