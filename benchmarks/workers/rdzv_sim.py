@@ -13,8 +13,8 @@ workers, no state-dir writes.
 Real launchers are separate processes on separate machines; threads sharing one GIL
 would add a GIL hand-off to every store round trip, so launchers are spread over
 processes: node 0 alone, the peers at most 32 to an interpreter, with a 1 ms GIL switch
-interval. The processes connect once (TCPStore connections are slow to open here: each
-client looks up the address it connects to in reverse DNS) and then run every job size N
+interval. The processes connect once (each client looks up the address it connects to in
+reverse DNS, bounded to a second as the launcher bounds it: ``resolver``) and then run every job size N
 in turn, each as its own run id on the one store, with launchers 0..N-1 taking part and the rest idle.
 
 All launchers of a size start each cycle together, released through keys outside the
@@ -44,7 +44,7 @@ import torch.distributed as dist
 from slurm_ft.launch import spares as spares_mod
 from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import protocol as proto
-from slurm_ft.launch.rendezvous import stores
+from slurm_ft.launch.rendezvous import resolver, stores
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.decisionwait import await_decision
 from slurm_ft.launch.workers.layout import Topology
@@ -214,6 +214,7 @@ def peers(sizes: list[int], cycles: int, port: int, first: int, end: int) -> dic
 
 
 def main() -> int:
+    resolver.bound_reverse_lookups(os.environ)  # as the launcher does, before any lookup
     role, sizes = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
     cycles, port, extra = int(sys.argv[3]), int(sys.argv[4]), [int(a) for a in sys.argv[5:]]
     try:
