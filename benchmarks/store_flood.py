@@ -9,7 +9,12 @@ an already connected launcher makes one too. The answer is the number of idle co
 at the first step where the new launcher could not join; then the idle connections are
 closed and a launcher must be able to join again (the store recovers).
 
+The store listens and the clients look names up as the launcher's do (node 0's own IPv4
+listener; reverse lookups bounded to a second: ``resolver``); ``--torch-listener`` and
+``--unbounded-lookups`` measure it as it was before issue 45.
+
     python -m benchmarks.store_flood [--nofile 1024] [--step 50] [--max 5000] [--join-s 30]
+                                     [--torch-listener] [--unbounded-lookups]
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 import multiprocessing
+import os
 import resource
 import socket
 import sys
@@ -24,13 +30,14 @@ import time
 from multiprocessing.connection import Connection
 
 from benchmarks import cmdline
+from slurm_ft.launch.rendezvous import resolver
 
 
-def _host(nofile: int, ready: Connection) -> None:
+def _host(nofile: int, ready: Connection, own_listener: bool) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     from slurm_ft.launch.rendezvous import stores
 
-    store = stores.host(0, 5.0)
+    store = stores.host(0, 5.0, "127.0.0.1" if own_listener else None)
     store.set("hello", "1")
     ready.send(store.port)
     ready.recv()  # until the parent is done
@@ -56,11 +63,15 @@ def _joins(port: int, timeout: float) -> float | None:
     return round(time.monotonic() - t0, 2)
 
 
-def measure(nofile: int, step: int, limit: int, join_s: float) -> dict[str, object]:
+def measure(
+    nofile: int, step: int, limit: int, join_s: float, own_listener: bool = True
+) -> dict[str, object]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # this side holds them all
     parent, child = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("spawn").Process(target=_host, args=(nofile, child), daemon=True)
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_host, args=(nofile, child, own_listener), daemon=True
+    )
     proc.start()
     port = parent.recv()
     import torch.distributed as dist
@@ -96,6 +107,8 @@ def measure(nofile: int, step: int, limit: int, join_s: float) -> dict[str, obje
     proc.join(10)
     return {
         "store_nofile_limit": nofile,
+        "listener": "own IPv4" if own_listener else "torch's",
+        "res_options": os.environ.get("RES_OPTIONS"),
         "new_launcher_join_timeout_s": join_s,
         "idle_connections_when_a_new_launcher_could_not_join": refused_at,
         "join_seconds_by_idle_connections": join_seconds,
@@ -119,8 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         default=30.0,
         help="how long a new launcher may take to connect",
     )
+    p.add_argument("--torch-listener", action="store_true", help="torch listens itself (before issue 45)")
+    p.add_argument(
+        "--unbounded-lookups", action="store_true", help="the resolver's own timeouts (before issue 45)"
+    )
     args = p.parse_args(argv)
-    print(json.dumps(measure(args.nofile, args.step, args.max, args.join_s)))
+    if not args.unbounded_lookups:
+        resolver.bound_reverse_lookups(os.environ)  # as the launcher does; the store's child inherits it
+    print(json.dumps(measure(args.nofile, args.step, args.max, args.join_s, not args.torch_listener)))
     return 0
 
 

@@ -321,9 +321,8 @@ def find_run(
     given: a successor's store must hold this launcher's own run). Node 0 listens on the first
     port of ``ports`` that was free, so each is tried in turn, a short slice at a time,
     until one holds this run's ``base``: a store without it (not up yet, or another
-    job's on a clashing port) is left for the next. Each pass doubles the slice: a store
-    slowed down by idle connections that others hold to it takes seconds to connect to
-    (README, security). StoreLost at ``deadline``.
+    job's on a clashing port) is left for the next. Each pass doubles the slice: a loaded
+    store host may take seconds to connect to. StoreLost at ``deadline``.
 
     Each pass first probes every port with a connection of its own (a refused one costs
     nothing). ``noted``: the port a successor noted it listens on (``rule.await_port``),

@@ -24,9 +24,11 @@ from typing import Protocol, TypeVar
 from slurm_ft.launch.rendezvous import keptthreads
 
 CONNECT_ATTEMPT_S = 2.0
-# How long a connection to a store known to be up may take to be made. Idle connections
-# that others hold to the port slow every new one down (measured: about 4 s with 100
-# held, 30 s with 400: README, security), so this is longer than any operation's timeout.
+# How long a connection to a store known to be up may take to be made: longer than any
+# operation's timeout, a margin for a loaded store host. (Connections once took 4-30 s
+# here, put down to idle connections held to the port; it was torch's own listener's
+# reverse lookup of every accepted peer: 10 s a join whatever was held, under 0.02 s with
+# node 0's own listener: ``python -m benchmarks.store_flood``, docs/guides/security.md.)
 RECONNECT_S = 60.0
 # How much longer than its own timeout a connection attempt is given before it is abandoned
 # (:func:`_client`): torch's own timeout ends a refused or slow connect first.
