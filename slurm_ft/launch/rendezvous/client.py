@@ -335,8 +335,8 @@ def find_run(
     while True:
         if abort():
             raise Interrupted()
-        probed = not unprobed
-        listening = [p for p in ports if _listening(address, p)] if probed else unprobed  # no slice spent
+        probed = not unprobed  # the first pass of a noted port: that port alone, unprobed
+        listening = unprobed or [p for p in ports if _listening(address, p)]  # not yet: no slice spent
         unprobed = []
         if not listening:
             sleep(min(PROBE_PAUSE_S, max(0.0, deadline - time.monotonic())))
