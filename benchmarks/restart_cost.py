@@ -8,7 +8,7 @@ one spare) once every launcher of the other process joined; the other runs
 ``--launchers`` launcher threads, each with its own connection, through ``Client.join``
 and ``decisionwait.await_decision`` for ``--cycles`` cycles. The figure: that process's
 CPU time per launcher and cycle. ``--wait-as M`` waits as a job of M nodes does (past 513
-nodes on a thread of its own, ``waitthread.WaitThread``) whatever the decision's size, which
+nodes on a thread of its own, ``longwaits.LongWaits``) whatever the decision's size, which
 separates the wait's cost from the decision's.
 
     python -m benchmarks.restart_cost [--nodes 256,4096] [--launchers 64] [--cycles 20] [--wait-as M]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_ft.launch.rendezvous import localstore, stores, waitthread
+from slurm_ft.launch.rendezvous import localstore, longwaits, stores
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.beatperiod import NODE0_BEATS_PER_S, look_period
 from slurm_ft.launch.rendezvous.client import Client
@@ -123,7 +123,7 @@ def test_without_the_signal_fd_the_predicate_is_looked_at_every_abort_look() -> 
     t = time.monotonic()
     with pytest.raises(stores.Interrupted):
         await_decision(peer, 1, 4096, deadline=t + 60, abort=signalled.is_set)
-    assert 0.3 <= time.monotonic() - t < 0.3 + waitthread.ABORT_LOOK_S + 0.1
+    assert 0.3 <= time.monotonic() - t < 0.3 + longwaits.ABORT_LOOK_S + 0.1
     peer.sever()
 
 
@@ -141,15 +141,15 @@ def test_the_store_host_lost_meanwhile_ends_the_wait_as_the_abort_says() -> None
 
     with pytest.raises(stores.StoreLost, match="silent"):
         await_decision(peer, 1, 4096, deadline=time.monotonic() + 60, abort=abort)
-    assert time.monotonic() - lost_at < waitthread.ABORT_LOOK_S + 0.1
+    assert time.monotonic() - lost_at < longwaits.ABORT_LOOK_S + 0.1
     peer.sever()  # what a succession does: the abandoned wait's thread ends too
 
 
 def test_jobs_within_the_budget_wait_in_short_slices_as_before_and_bigger_ones_stretch() -> None:
     for n in (1, 2, 64, 256, NODE0_BEATS_PER_S + 1):
-        assert wait_slice(n) == WAIT_CHUNK_S <= waitthread.ABORT_LOOK_S  # on the caller's thread
+        assert wait_slice(n) == WAIT_CHUNK_S <= longwaits.ABORT_LOOK_S  # on the caller's thread
     for n in (NODE0_BEATS_PER_S + 2, 1024, 4096, 16384):
-        assert wait_slice(n) == look_period(n, REJOIN_S) > waitthread.ABORT_LOOK_S
+        assert wait_slice(n) == look_period(n, REJOIN_S) > longwaits.ABORT_LOOK_S
         assert (n - 1) / wait_slice(n) == pytest.approx(NODE0_BEATS_PER_S)  # waits a second at node 0
 
 
@@ -168,7 +168,7 @@ def test_a_store_host_with_more_than_1024_descriptors_waits_as_well() -> None:
     try:
         store = localstore.LocalStore()
         threading.Timer(0.3, store.connect().set, ("k", "1")).start()
-        assert waitthread.WaitThread(store.connect()).wait(["k"], 5.0, lambda: False) is True
+        assert longwaits.LongWaits(store.connect()).wait(["k"], 5.0, lambda: False) is True
     finally:
         for fd in held:
             os.close(fd)

@@ -3,7 +3,7 @@
 A client object is used by one thread only: the main thread owns one (join, decision,
 failure, done, result), and each background thread (heart-beat, peer monitor, halt
 waiter) opens its own with :meth:`Client.clone` (a store wait given up on for a signal
-finishes on a thread of its own: ``waitthread.WaitThread``). Every value the protocol marks sealed
+finishes on a thread of its own: ``longwaits.LongWaits``). Every value the protocol marks sealed
 goes through the client's :class:`~slurm_ft.launch.rendezvous.sealing.Sealer` in its
 :class:`~slurm_ft.launch.rendezvous.connection.Connection` and nowhere else, and every value
 read goes through ``reads`` there (missing keys never block; what is not what the protocol

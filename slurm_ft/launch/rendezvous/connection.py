@@ -14,11 +14,11 @@ from typing import TypeVar
 
 from slurm_ft.launch.rendezvous import reads, stores
 from slurm_ft.launch.rendezvous.localstore import LocalConnection
+from slurm_ft.launch.rendezvous.longwaits import LongWaits
 from slurm_ft.launch.rendezvous.protocol import Keys, family
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.sever import sever
 from slurm_ft.launch.rendezvous.stores import Store
-from slurm_ft.launch.rendezvous.waitthread import WaitThread
 
 T = TypeVar("T")
 Abort = Callable[[], bool]
@@ -33,7 +33,7 @@ class Connection:
         self._address = address
         self.sealer = sealer or Sealer(None)
         self._kept: dict[str, tuple[str, str]] = {}  # key family -> (key, value): see reassert
-        self._waits = WaitThread(store)
+        self._waits = LongWaits(store)
 
     @property
     def port(self) -> int:

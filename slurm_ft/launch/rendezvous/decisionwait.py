@@ -23,7 +23,7 @@ def wait_slice(num_nodes: int) -> float:
     for the result) may be. Where node 0 serves every launcher's look each
     :data:`REJOIN_S` (up to 513 nodes, as the heart-beat), 0.2 s on the caller's thread,
     as always; past that the stretched look period, on a thread of its own
-    (``waitthread.WaitThread``): 8 s at 4,096 nodes, where 0.2 s slices were 20,000 waits a
+    (``longwaits.LongWaits``): 8 s at 4,096 nodes, where 0.2 s slices were 20,000 waits a
     second at node 0. Small jobs keep the caller's thread because the thread's hand-over
     is what a wait on it adds: nothing on a node of its own, but a 256-launcher
     simulation of 32 launchers a process took 2-3 times as long a cycle with it."""
@@ -41,7 +41,7 @@ def await_decision(
     vain), stretched with the job's size (``beatperiod.look_period``: one of each every
     8 s at 4,096 nodes). The decision wakes every waiter at once whatever the period, and
     a signal is noticed at once through ``signal_fd`` (the signal box's), else within
-    ``waitthread.ABORT_LOOK_S``."""
+    ``longwaits.ABORT_LOOK_S``."""
     every, pace = look_period(num_nodes, REJOIN_S), Pace(wait_slice(num_nodes), signal_fd)
     while True:
         until = min(deadline, time.monotonic() + every)

@@ -1,5 +1,5 @@
 """Threads kept for the launcher's blocking store calls that must not block its caller: a
-connection being made (``stores._client``) and a long store wait (``waitthread``) (issue 45).
+connection being made (``stores._client``) and a long store wait (``longwaits``) (issue 45).
 
 Each such call used to start a thread of its own, or one per connection: 0.10-0.15 ms of a
 launcher's CPU each here (a stack mapped, a clone, the interpreter's thread state), against

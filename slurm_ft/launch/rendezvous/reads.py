@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from slurm_ft.launch.rendezvous import stores
+from slurm_ft.launch.rendezvous.longwaits import LongWaits
 from slurm_ft.launch.rendezvous.protocol import Malformed
 from slurm_ft.launch.rendezvous.sealing import Sealer
 from slurm_ft.launch.rendezvous.stores import Store
-from slurm_ft.launch.rendezvous.waitthread import WaitThread
 
 T = TypeVar("T")
 
@@ -118,7 +118,7 @@ def when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
-    waits: WaitThread,
+    waits: LongWaits,
 ) -> bytes | None:
     """The value of ``key`` once someone sets it; None on deadline.
 
@@ -129,7 +129,7 @@ def when_set(
     timeouts, one request per ``slice_s`` (callers that wait with a whole job stretch it
     with the job's size: ``beatperiod.look_period``). ``abort`` (a signal) is looked at
     meanwhile without a request, at once on a signal where ``signal_fd`` is the signal
-    box's (:class:`WaitThread`: the connection's ``waits``). The key is read
+    box's (:class:`LongWaits`: the connection's ``waits``). The key is read
     (:func:`probe`: someone may delete it again) first and after each wait that saw it
     set, never between slices.
     """
@@ -160,7 +160,7 @@ def sealed_when_set(
     abort: Callable[[], bool],
     slice_s: float = WAIT_CHUNK_S,
     signal_fd: int | None = None,
-    waits: WaitThread,
+    waits: LongWaits,
 ) -> T | None:
     """As :func:`when_set`, for a sealed value: a forgery or a malformed value there
     counts as not set (until its real writer overwrites it).

@@ -111,10 +111,10 @@ def split(decision: Decision, last: tuple[str, Placement] | None = None) -> tupl
     if len(decision.nodes) <= INLINE_MAX:
         return decision, None
     placement = Placement(decision.nodes, decision.active)
-    text = encode(placement)
     digest = _digest(placement)
     if digest is None:  # names from Slurm hold no NUL: a placement not to be split
         return decision, None
+    text = encode(placement)
     wire = dataclasses.replace(decision, nodes=(), active=(), roster=digest)
     if last is not None and last[0] != digest:  # the same placement: every holder has it
         wire = _with_patch(wire, placement, last)

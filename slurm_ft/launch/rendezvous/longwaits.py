@@ -25,7 +25,7 @@ from collections.abc import Callable
 from slurm_ft.launch.rendezvous import keptthreads, stores
 from slurm_ft.launch.rendezvous.stores import Interrupted, Store
 
-# How often a caller blocked in :meth:`WaitThread.wait` looks at its abort predicate when
+# How often a caller blocked in :meth:`LongWaits.wait` looks at its abort predicate when
 # nothing woke it: a local look (the heart-beat's clock, the background threads), no
 # request to the store. A signal does not wait for it where the caller names the signal
 # box's wake-up fd, as the launcher does. Not shorter: the scale harness's 4,095 launchers
@@ -94,7 +94,7 @@ class _Request:
         return result
 
 
-class WaitThread:
+class LongWaits:
     """The long waits of one store connection, each on a kept thread (``keptthreads``: one
     started per wait cost a launcher 0.38 ms of CPU per wait, one kept per connection 0.11
     ms, and a new connection, a store succession's, started its own)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from slurm_ft.launch.rendezvous import keptthreads, localstore, stores
-from slurm_ft.launch.rendezvous.waitthread import ABORT_LOOK_S, WaitThread
+from slurm_ft.launch.rendezvous.longwaits import ABORT_LOOK_S, LongWaits
 
 LONG = ABORT_LOOK_S + 4.0  # taken on the thread
 
@@ -36,7 +36,7 @@ def test_long_waits_one_after_another_take_one_kept_thread_and_short_ones_none()
     (then none is started) or busy."""
     before = _kept_threads()
     store = localstore.LocalStore()
-    waits = WaitThread(store.connect())
+    waits = LongWaits(store.connect())
     assert waits.wait(["short"], 0.05, lambda: False) is False  # on the caller's thread
     assert _kept_threads() == before
     for k in range(20):
@@ -48,10 +48,10 @@ def test_long_waits_one_after_another_take_one_kept_thread_and_short_ones_none()
 def test_another_connections_wait_takes_the_thread_a_wait_left() -> None:
     store = localstore.LocalStore()
     store.connect().set("k", "1")
-    assert WaitThread(store.connect()).wait(["k"], LONG, lambda: False) is True
+    assert LongWaits(store.connect()).wait(["k"], LONG, lambda: False) is True
     assert _until(lambda: keptthreads.idle() >= 1)  # it is back once it handed the answer over
     before = _kept_threads()
-    assert WaitThread(store.connect()).wait(["k"], LONG, lambda: False) is True
+    assert LongWaits(store.connect()).wait(["k"], LONG, lambda: False) is True
     assert _kept_threads() == before
 
 
@@ -60,7 +60,7 @@ def test_a_kept_thread_holds_no_connection_once_its_wait_ended() -> None:
     store.connect().set("k", "1")
     conn = store.connect()
     gone = weakref.ref(conn)
-    waits = WaitThread(conn)
+    waits = LongWaits(conn)
     assert waits.wait(["k"], LONG, lambda: False) is True
     del waits, conn
     assert _until(lambda: (gc.collect(), gone())[1] is None)
@@ -68,7 +68,7 @@ def test_a_kept_thread_holds_no_connection_once_its_wait_ended() -> None:
 
 def test_a_wait_given_up_on_ends_on_the_thread_and_the_next_wait_gets_its_own_answer() -> None:
     store = localstore.LocalStore()
-    waits = WaitThread(store.connect())
+    waits = LongWaits(store.connect())
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
     t = time.monotonic()
@@ -86,7 +86,7 @@ def test_a_wait_given_up_on_ends_on_the_thread_and_the_next_wait_gets_its_own_an
 def test_a_lost_store_is_raised_on_the_callers_thread_and_the_thread_serves_on() -> None:
     store = localstore.LocalStore()
     conn = store.connect()
-    waits = WaitThread(conn)
+    waits = LongWaits(conn)
     threading.Timer(0.2, conn.close).start()
     with pytest.raises(stores.StoreLost):
         waits.wait(["never"], LONG, lambda: False)
