@@ -68,6 +68,7 @@ class Connection:
                 slice_s=pace.slice_s,
                 signal_fd=pace.signal_fd,
                 waits=self._waits,
+                read_first=pace.read_first,
             )
         )
 

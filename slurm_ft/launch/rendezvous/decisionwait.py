@@ -41,8 +41,11 @@ def await_decision(
     vain), stretched with the job's size (``beatperiod.look_period``: one of each every
     8 s at 4,096 nodes). The decision wakes every waiter at once whatever the period, and
     a signal is noticed at once through ``signal_fd`` (the signal box's), else within
-    ``longwaits.ABORT_LOOK_S``."""
-    every, pace = look_period(num_nodes, REJOIN_S), Pace(wait_slice(num_nodes), signal_fd)
+    ``longwaits.ABORT_LOOK_S``. Each wait comes first, the read after it (``read_first``
+    False): node 0 decides only once it saw this launcher's join, so a decision that is
+    there already is rare, and the wait on it returns at once."""
+    every = look_period(num_nodes, REJOIN_S)
+    pace = Pace(wait_slice(num_nodes), signal_fd, read_first=False)
     while True:
         until = min(deadline, time.monotonic() + every)
         decision = client.wait_decision(i, deadline=until, abort=abort, pace=pace)
