@@ -120,12 +120,17 @@ class Counting(localstore.LocalConnection):
         self.calls.append("check")
         return super().check(keys)
 
+    def reconnect(self) -> Counting:
+        return Counting(self.store, self.calls)
+
 
 def test_a_beat_is_one_answered_round_trip_and_a_forged_value_is_replaced():
     store = localstore.LocalStore()
     calls: list[str] = []
-    client = Client(Counting(store, calls), proto.Keys("beat-a0"), sealer=Sealer(b"k" * 32))
-    client.beat(1)
+    keys, sealer = proto.Keys("beat-a0"), Sealer(b"k" * 32)
+    Client(store.connect(), keys, sealer=sealer).prepare(2, proto.Base(0, "u"))  # as node 0 starts
+    client = Client(Counting(store, calls), keys, sealer=sealer)
+    client.beat(1)  # the first one too: it expects what node 0 wrote
     client.beat(1)
     assert calls == ["compare_set", "compare_set"]
     assert client.beats([1]) == [2]
@@ -135,3 +140,31 @@ def test_a_beat_is_one_answered_round_trip_and_a_forged_value_is_replaced():
     client.beat(1)
     assert calls == ["compare_set", "set", "check"]
     assert client.beats([1]) == [3]
+
+
+def test_a_connection_cloned_from_one_that_beat_beats_on_in_one_round_trip():
+    """The heart-beat's connection is a clone of the one that beat once on finding the
+    store: before, its first beat found that beat's value and took three requests."""
+    store = localstore.LocalStore()
+    keys, sealer = proto.Keys("beat-c0"), Sealer(b"k" * 32)
+    Client(store.connect(), keys, sealer=sealer).prepare(2, proto.Base(0, "u"))
+    calls: list[str] = []
+    first = Client(Counting(store, calls), keys, sealer=sealer)
+    first.beat(1)
+    heartbeat = first.clone(5.0)
+    calls.clear()
+    heartbeat.beat(1)
+    assert calls == ["compare_set"]
+    assert first.beats([1]) == [2]  # a beat node 0 sees move on from the one before
+
+
+def test_a_first_beat_on_a_key_node0_did_not_prepare_still_lands():
+    store = localstore.LocalStore()
+    calls: list[str] = []
+    client = Client(Counting(store, calls), proto.Keys("beat-d0"), sealer=Sealer(b"k" * 32))
+    client.beat(1)
+    assert calls == ["compare_set", "set", "check"]
+    assert client.beats([1]) == [1]
+    calls.clear()
+    client.beat(1)
+    assert calls == ["compare_set"]
