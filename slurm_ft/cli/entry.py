@@ -3,7 +3,7 @@
 Start-up makes modules, classes, settings and tables that live as long as the process;
 the collector's passes over them while they are made (some 40 in a launch, about 5 ms)
 find nothing, so it is paused until the command's modules are loaded, then the objects
-are frozen out of its way. The end is ``os._exit`` once everything is written and the
+are frozen out of its way (``lifelong``). The end is ``os._exit`` once everything is written and the
 standard streams are flushed: the interpreter's teardown (every module, the store's
 threads, torch's when loaded: a second or more) only delays the batch script, and even
 without torch it is a tenth of a trivial launch. ``python -m slurm_ft.cli.<command>``
@@ -12,12 +12,13 @@ ends the same way; in-process calls of ``main`` (tests) keep the ordinary interp
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
+
+from slurm_ft import lifelong
 
 
 def launch() -> NoReturn:
@@ -52,9 +53,7 @@ def snapshot() -> NoReturn:
 
 def collect_from_now_on() -> None:
     """Freeze what exists and resume the collector, if a command's start paused it."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
+    lifelong.resume()
 
 
 def finish(main: Callable[[], int]) -> NoReturn:
@@ -71,7 +70,7 @@ def finish(main: Callable[[], int]) -> NoReturn:
 
 
 def _run(module_name: str, *, resume_after_import: bool = True) -> NoReturn:
-    gc.disable()
+    lifelong.pause()
     command = importlib.import_module(module_name)
     if resume_after_import:
         collect_from_now_on()

@@ -8,6 +8,7 @@ one back-off rule that every polling wait of the launcher uses.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import functools
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol, TypeVar
 
+from slurm_ft import lifelong
 from slurm_ft.launch.rendezvous import keptthreads
 
 CONNECT_ATTEMPT_S = 2.0
@@ -81,8 +83,11 @@ class Store(Protocol):
 
 
 def _c10d() -> ModuleType:
-    """torch.distributed, imported on first use: --dry-run and bad input must not pay for it."""
-    with warnings.catch_warnings():
+    """torch.distributed, imported on first use: --dry-run and bad input must not pay for it.
+    Its objects live as long as the launcher (``lifelong``): the first import is made with
+    the collector paused, and frozen."""
+    first = "torch.distributed" not in sys.modules
+    with warnings.catch_warnings(), lifelong.made_for_life() if first else contextlib.nullcontext():
         warnings.simplefilter("ignore")
         import torch.distributed as dist
     return dist
