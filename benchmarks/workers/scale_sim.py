@@ -46,7 +46,9 @@ fence of the lost host: a decision naming the survivors is published instead) an
 followers' new heart-beat threads (one connection each to the successor, not three). A peer
 process's threads keep its interpreter's lock until they block or 0.5 s passes (Python's own
 5 ms woke hundreds of waiting threads 200 times a second each: the packing's cost, see
-``scale.PEER_SWITCH_INTERVAL_S``). Each process prints one JSON line.
+``scale.PEER_SWITCH_INTERVAL_S``). Each launcher freezes its heap once it holds its first
+decision, as the launcher's agent does (``lifelong.keep_what_exists``). Each process prints
+one JSON line.
 
 Usage: scale_sim.py host  N PORT STEADY_S
        scale_sim.py peers N PORT FIRST END GO_AT SUCC_PORT STATE_DIR
@@ -65,6 +67,7 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
+from slurm_ft import lifelong
 from slurm_ft.launch.policy import decide
 from slurm_ft.launch.rendezvous import beatperiod, resolver, stores
 from slurm_ft.launch.rendezvous.background import BackgroundSet, WakePipe
@@ -168,6 +171,7 @@ def host(n: int, port: int, steady_s: float) -> dict:
     print(json.dumps({"listening": True}), flush=True)
     client.join(0, JoinInfo(0, "node0", ADDRESS, os.getpid()))
     launch_decided_at = _decide(client, 0, n, frozenset())[1]  # the launch: every peer reads it first
+    lifelong.keep_what_exists()  # as node 0's agent does once its first decision is made
     threads.watch_halt(0)
     stores.wait(sync, [f"{READY}/{n - 1}"], 900.0)
     connected_at = time.monotonic()
@@ -347,6 +351,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             # the launch: cycle 0's join and decision, as every launcher starts (its placement
             # is read here; the restart's decision names the same one)
             _join_and_hold(client, 0, k, n)
+            lifelong.keep_what_exists()  # as the launcher's agent does once its first decision is held
             with lock:
                 launched[k] = time.monotonic()
             threads.watch_halt(0)

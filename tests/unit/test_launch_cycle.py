@@ -5,6 +5,7 @@ under a few seconds."""
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import threading
@@ -192,6 +193,15 @@ def test_success_on_two_nodes(tmp_path):
     assert (out["exit_code"], out["outcome"], out["reason"]) == (0, "finished", "all workers finished")
     assert out["nodes"] == ["node0", "node1"] and out["cycles"] == 1
     assert "cycle 0: all workers on all nodes finished" in c.node(1).events()
+
+
+def test_a_launcher_freezes_its_start_once_its_first_decision_is_held(tmp_path):
+    """What it made to start (its connections and threads, the placement) is kept out of the
+    collector's way (``lifelong.keep_what_exists``): its passes walked it again and again."""
+    before = gc.get_freeze_count()
+    c = Cycle(tmp_path, 2, EXIT0).start()
+    assert c.finish() == [0, 0]
+    assert gc.get_freeze_count() > before
 
 
 def test_worker_failure_spends_the_budget_then_stops_everyone_with_1(tmp_path):

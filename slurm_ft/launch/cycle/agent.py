@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurm_ft import lifelong
 from slurm_ft.launch import hang, policy, spares
 from slurm_ft.launch.books.bookkeeper import Bookkeeper, RunSummary
 from slurm_ft.launch.context import AgentConfig
@@ -93,9 +94,7 @@ class Agent:
         self.snapshots = NodeSnapshots.for_launcher(cfg, events.event)
         cfg = self.cfg = self.snapshots.configure(cfg)
         self.lost_nodes: LostNodes | None = None  # snapshots between nodes (#44), made in _open
-        self.ev = events
-        self.sig = signals
-        self.seams = seams
+        self.ev, self.sig, self.seams = events, signals, seams
         self.launch = cfg.settings.launch
         self.phases: list[Phase] = [Phase.START]
         self.books = Bookkeeper.for_launcher(cfg, seams.clock, events.event, signals.arrived)
@@ -153,6 +152,8 @@ class Agent:
         self.phases.append(Phase.DECIDE)
         decision = self._decision(i, cycle, own_join)
         self.store_loss.saw(i, decision)
+        if i == 0:  # what the launcher lives with is made: connections, threads, the placement
+            lifelong.keep_what_exists()
         if not decision.run:
             return roles.stopped(self.coordinator, i, decision, self.launch.result_linger_timeout)
         judge = self.coordinator.judge if self.coordinator else None
@@ -328,8 +329,7 @@ class Agent:
             self.coordinator.close_cycle(self.run, i, cycle, decision, end.result(self.seams.clock()))
 
     def export_metrics(self) -> None:
-        """The Prometheus file, when asked for (the writer writes only on change, at most
-        once a second)."""
+        """The Prometheus file, when asked for (written on change, at most once a second)."""
         if self.prom is not None:
             self.prom.update(metrics_of(self))
 
