@@ -83,7 +83,7 @@ def node0_decide(client: Client, i: int, n: int, spent: dict[str, float]) -> pro
         time.sleep(interval)
         interval = min(interval * 1.5, 0.25)
     t0 = time.monotonic()
-    infos = client.join_records(i, n)
+    infos = client.join_records(i, range(n))
     spent["join_records"] = time.monotonic() - t0
     names = [info.node_name if info else f"node-rank-{k}" for k, info in enumerate(infos)]
     book = spares_mod.SpareBook.for_job(n, spare_count(n), 1, 2) if spare_count(n) else None

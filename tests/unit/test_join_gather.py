@@ -5,6 +5,8 @@ successor spent most of its 28 s)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from slurm_ft.launch.rendezvous import localstore
 from slurm_ft.launch.rendezvous import protocol as proto
 from slurm_ft.launch.rendezvous.client import Client
@@ -55,3 +57,37 @@ def test_a_chunk_not_yet_whole_is_where_the_next_look_goes_on() -> None:
     wait = JoinWait(host, n, with_spares=False, departed=frozenset(), lost_peers=dict, own=info(0))
     roster = gather(wait, 1, None, (), 60.0, abort=lambda: False, sleep=sleep)
     assert roster.complete and len(looks) == 3
+
+
+class CountingReads(localstore.LocalConnection):
+    """A connection that notes every key it reads a value of."""
+
+    def __init__(self, store: localstore.LocalStore, read: list[str]) -> None:
+        super().__init__(store)
+        self.read = read
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        self.read.extend(keys)
+        return super().multi_get(keys)
+
+    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
+        self.read.append(key)
+        return super().compare_set(key, expected, desired)
+
+
+def test_each_join_record_is_read_once_in_a_gather() -> None:
+    """The wait's end read every record again: 4,096 sealed records opened twice on the way
+    to a 4,096-node job's decision. A record read once stays read; a launcher late to the
+    end is still read there."""
+    n = 3 * JOIN_CHUNK + 5
+    store = localstore.LocalStore()
+    read: list[str] = []
+    host = Client(CountingReads(store, read), KEYS, sealer=SEALER)
+    peer = Client(store.connect(), KEYS, sealer=SEALER)
+    for k in range(1, n):
+        peer.join(1, info(k))
+    wait = JoinWait(host, n, with_spares=False, departed=frozenset(), lost_peers=dict, own=info(0))
+    roster = gather(wait, 1, None, (), 60.0, abort=lambda: False, sleep=lambda s: None)
+    assert roster.complete
+    records = [key for key in read if key.startswith(KEYS.join(1, 0).rpartition("/")[0])]
+    assert sorted(records) == sorted(KEYS.join(1, k) for k in range(1, n))  # each once, none of node 0's

@@ -60,7 +60,7 @@ def test_base_join_and_decision(host):
     # A TCPStore set is not answered: the peer's writes reach node 0 after its return.
     wait_until(lambda: host.joined(0, [1, 2]) and host.unhealthy_said(0), 5, message="the join records")
     assert not host.joined(0, [0, 1, 2])
-    infos = host.join_records(0, 3)
+    infos = host.join_records(0, range(3))
     assert infos[0] is None and infos[2].unhealthy == "nic: ib0 down"
     d = proto.Decision(proto.Action.RUN, 4, master_port=1234, nodes=("a", "b", "c"))
     host.publish_decision(0, d)
@@ -404,7 +404,7 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
         t = soon()
         h.joined(0, [0, 1])
         h.unhealthy_said(0)
-        h.join_records(0, 2)
+        h.join_records(0, range(2))
         h.poll(0, [0, 1])
         p.result(0)
         h.acked([1])
@@ -434,7 +434,7 @@ def test_no_value_an_outsider_writes_or_deletes_breaks_a_read(secret):
     p.beat(1)
     assert h.beats([1]) == [2]
     p.reassert()  # its join record (and its done mark) again
-    assert h.join_records(0, 2)[1] == info
+    assert h.join_records(0, range(2))[1] == info
     f = Failure(kind=FailureKind.WORKER, node="node1", node_rank=1, time=2.0, rank=1, exit_code=3)
     out.set(keys.failure(1), b"\xffnot a failure")
     assert p.publish_failure(1, f) == f and h.poll(1, [0, 1]).failure == f

@@ -155,15 +155,10 @@ class Client(DecisionIO):
         """Whether some launcher said it joined cycle i unhealthy (a wake-up only)."""
         return self._op(lambda: reads.probe(self._store, self.keys.unhealthy(i))) is not None
 
-    def join_records(
-        self, i: int, num_nodes: int, only: Sequence[int] | None = None
-    ) -> list[JoinInfo | None]:
-        """Each launcher's join record (of the launchers in ``only``, when given); None
-        where there is none (or only a forgery, or it was not read)."""
-        nodes = list(range(num_nodes)) if only is None else list(only)
-        infos = self._read([self.keys.join(i, n) for n in nodes], partial(decode, JoinInfo))
-        found = dict(zip(nodes, infos, strict=True))
-        return [found.get(n) for n in range(num_nodes)]
+    def join_records(self, i: int, nodes: Sequence[int]) -> list[JoinInfo | None]:
+        """The join records of cycle i of ``nodes``, in their order; None where there is none
+        (or only a forgery)."""
+        return self._read([self.keys.join(i, n) for n in nodes], partial(decode, JoinInfo))
 
     def acked(self, nodes: Sequence[int]) -> int:
         """How many of ``nodes`` said they read the final answer (sealed acks only)."""

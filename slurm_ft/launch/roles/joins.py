@@ -77,12 +77,19 @@ class JoinRecords:
         self.client, self.i, self.n = client, i, n
         self.seen: dict[int, JoinInfo] = {own.node_rank: own} if own is not None else {}
 
-    def read(self, only: list[int] | None = None) -> list[JoinInfo | None]:
-        """Each launcher's record (reading those in ``only``, when given, else all); None
-        where none was read yet."""
-        for k, info in enumerate(self.client.join_records(self.i, self.n, only)):
+    def take(self, only: Sequence[int] | None = None) -> None:
+        """Read the records of ``only`` (every launcher's when None) that were not read yet.
+        Only those: the wait's end read every record again, 4,096 sealed ones opened again on
+        the way to a 4,096-node job's decision, and each chunk taken made a list of all N."""
+        unread = [k for k in (range(self.n) if only is None else only) if k not in self.seen]
+        if not unread:
+            return
+        for k, info in zip(unread, self.client.join_records(self.i, unread), strict=True):
             if info is not None:
                 self.seen[k] = info
+
+    def infos(self) -> list[JoinInfo | None]:
+        """Each launcher's record; None where none was read."""
         return [self.seen.get(k) for k in range(self.n)]
 
 
@@ -116,9 +123,10 @@ def gather(
     client, n, with_spares = wait.client, wait.num_nodes, wait.with_spares
     next_reassert = time.monotonic() + REASSERT_S
     joins = JoinRecords(client, i, n, wait.own)
+    unread = list(range(n))  # in rank order; shrinks as records are read (a look is O(unread))
 
     def settled() -> bool | None:
-        nonlocal next_reassert
+        nonlocal next_reassert, unread
         if time.monotonic() >= next_reassert:  # the base, should someone have overwritten it
             client.reassert()
             next_reassert = time.monotonic() + REASSERT_S
@@ -131,17 +139,20 @@ def gather(
         # job's size), chunk after chunk while each is whole: one chunk a look made 4,096
         # joins 64 looks, up to 16 s at the polls' 0.25 s. All that are left are read when
         # the first chunk is not whole and one says it is unhealthy.
-        waiting = [k for k in range(n) if k not in lost and k not in joins.seen]
-        infos: list[JoinInfo | None] | None = None
+        unread = [k for k in unread if k not in joins.seen]
+        waiting = [k for k in unread if k not in lost] if lost else unread
+        took = False
         for start in range(0, max(len(waiting), 1), JOIN_CHUNK):
             head = waiting[start : start + JOIN_CHUNK]
             if not client.joined(i, head):
                 break
-            infos = joins.read(head)  # only sealed records count
-        if infos is None:
+            joins.take(head)  # only sealed records count
+            took = True
+        if not took:
             if with_spares or not client.unhealthy_said(i):
                 return None
-            infos = joins.read(waiting)
+            joins.take(waiting)
+        infos = joins.infos()
         if with_spares:
             return True if all(info is not None or k in lost for k, info in enumerate(infos)) else None
         return True if all(infos) or any(info and info.unhealthy for info in infos) else None
@@ -155,4 +166,5 @@ def gather(
             max_interval=0.25,
         )
     lost = {*wait.lost_peers(), *wait.departed}
-    return Roster.of(joins.read(), known, tuple(sorted(lost)))
+    joins.take()  # those not read yet: the wait may have ended without them
+    return Roster.of(joins.infos(), known, tuple(sorted(lost)))
