@@ -92,6 +92,7 @@ def test_a_bad_argument_is_one_line_and_exit_2(
             "argument --launchers: expected a whole number above 0, got '0'",
         ),
         ("standby_share", ["--baseline", "/nonexistent"], "/nonexistent: no slurm_ft package here"),
+        ("gather_cost", ["--looks", "0"], "argument --looks: expected a whole number above 0, got '0'"),
     ],
 )
 def test_the_other_entry_points_say_it_in_one_line_too(

@@ -91,3 +91,10 @@ def test_each_join_record_is_read_once_in_a_gather() -> None:
     assert roster.complete
     records = [key for key in read if key.startswith(KEYS.join(1, 0).rpartition("/")[0])]
     assert sorted(records) == sorted(KEYS.join(1, k) for k in range(1, n))  # each once, none of node 0's
+
+
+def test_the_gather_benchmark_gathers_the_late_launcher_after_the_looks_it_is_given() -> None:
+    from benchmarks.gather_cost import one_gather
+
+    assert one_gather(3 * JOIN_CHUNK + 1, None)[1] == 0  # every record there: one look
+    assert one_gather(3 * JOIN_CHUNK + 1, 5)[1] == 5
