@@ -3,10 +3,10 @@
 Start-up makes modules, classes, settings and tables that live as long as the process;
 the collector's passes over them while they are made (some 40 in a launch, about 5 ms)
 find nothing, so it is paused until the command's modules are loaded, then the objects
-are frozen out of its way (``lifelong``). The end is ``os._exit`` once everything is written and the
-standard streams are flushed: the interpreter's teardown (every module, the store's
-threads, torch's when loaded: a second or more) only delays the batch script, and even
-without torch it is a tenth of a trivial launch. ``python -m slurm_ft.cli.<command>``
+are frozen out of its way (``lifelong``). The end is ``os._exit`` once everything is
+written and the standard streams are flushed: the interpreter's teardown (every module,
+the store's threads, torch's when loaded: a second or more) only delays the batch
+script, and even without torch it is a tenth of a trivial launch. ``python -m slurm_ft.cli.<command>``
 ends the same way; in-process calls of ``main`` (tests) keep the ordinary interpreter life.
 """
 
@@ -51,11 +51,6 @@ def snapshot() -> NoReturn:
     _run("slurm_ft.cli.snapshot")
 
 
-def collect_from_now_on() -> None:
-    """Freeze what exists and resume the collector, if a command's start paused it."""
-    lifelong.resume()
-
-
 def finish(main: Callable[[], int]) -> NoReturn:
     """Run a command's ``main`` as this process's whole life and end it without the
     teardown (``python -m slurm_ft.cli.<command>`` comes here too)."""
@@ -73,7 +68,7 @@ def _run(module_name: str, *, resume_after_import: bool = True) -> NoReturn:
     lifelong.pause()
     command = importlib.import_module(module_name)
     if resume_after_import:
-        collect_from_now_on()
+        lifelong.resume()
     finish(command.main)
 
 

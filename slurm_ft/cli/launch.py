@@ -18,8 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slurm_ft import config, jobpointer, privatefiles, statedir
-from slurm_ft.cli.entry import collect_from_now_on
+from slurm_ft import config, jobpointer, lifelong, privatefiles, statedir
 from slurm_ft.cli.launchoptions import PROG, Interpreted, interpret, option_names
 from slurm_ft.cli.usage import UsageError
 from slurm_ft.compat.errors import CompatError
@@ -311,7 +310,7 @@ def _launch(cfg: AgentConfig) -> int:
         quiet=s.quiet,
         stall_after=cfg.settings.launch.write_timeout,
     )
-    collect_from_now_on()  # the cycles' garbage is the collector's again
+    lifelong.resume()  # the cycles' garbage is the collector's again
     try:
         ending = lifetime.run(cfg, events)
     except BadInput:

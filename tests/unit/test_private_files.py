@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from slurm_ft import privatefiles
-from slurm_ft.cli import entry
+from slurm_ft import lifelong, privatefiles
 from slurm_ft.cli import launch as launch_cli
 from slurm_ft.launch.workers import survivors
 
@@ -90,7 +89,7 @@ def test_survivors_answers_from_killpg_when_the_groups_are_empty_and_scans_other
 def test_the_collector_resumes_with_start_up_objects_frozen():
     gc.disable()
     try:
-        entry.collect_from_now_on()
+        lifelong.resume()
         assert gc.isenabled()
         assert gc.get_freeze_count() > 0
     finally:
