@@ -132,10 +132,15 @@ def one_size(
     env["BENCH_SCALE_BEATS_PER_S"] = str(beats_per_s or "")
     env["BENCH_SCALE_SWITCH_S"] = str(switch_s)
     budget = beats_per_s or beatperiod.NODE0_BEATS_PER_S
+    # node 0's steady CPU over whole beat periods: over 10 s of an 8 s period it measured
+    # the phase of the window as much as the rate (1.45-2.2 % the same code, when beats
+    # still came in bursts)
+    period = max(sim.INTERVAL_S, (n - 1) / budget)
+    window = math.ceil(steady_s / period - 1e-9) * period
     host_out = tmp / f"host{n}.out"
     with open(host_out, "wb") as out:
         host = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(steady_s)],
+            [sys.executable, str(SCRIPT), "host", str(n), str(port), str(window)],
             stdout=out,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -177,7 +182,7 @@ def one_size(
         "n": n,
         "listener": "torch" if torch_listener else "own IPv4",
         "node0_beats_per_s_budget": budget,
-        "beat_interval_s": round(max(sim.INTERVAL_S, (n - 1) / budget), 3),
+        "beat_interval_s": round(period, 3),
         "peer_processes": len(ranges),
         "peer_switch_interval_s": switch_s,
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
@@ -185,6 +190,7 @@ def one_size(
         # decision (its placement read by every launcher)
         "launch_rendezvous_s": max(d["launched_last"] for d in docs) - max(d["connected_last"] for d in docs),
         "node0_steady_cpu_pct": h["steady_cpu_pct"],
+        "node0_steady_window_s": round(window, 3),
         "node0_rss_mib": h["rss_mib"],
         "lost_peers": h["lost_peers"],
         "halt_to_all_s": max(d["woken_last"] for d in docs) - h["halted_at"],
@@ -233,6 +239,16 @@ def one_size(
             step: round(1000 * cpu / (n - 1), 3)
             for step, cpu in sorted(sum((Counter(d["step_cpu_s"]) for d in docs), Counter()).items())
         },
+        # when the survivors reached each step of the succession, from the loss: median, last
+        "succession_step_at_s": (
+            {
+                step: [round(_median(ts) - lost_at, 3), round(max(ts) - lost_at, 3)]
+                for step in dict.fromkeys(s for d in docs for s in d["step_at"])
+                for ts in [sorted(t for d in docs for t in d["step_at"].get(step, []))]
+            }
+            if lost_at
+            else None
+        ),
         "succession_median_s": (
             _median([t - lost_at for d in docs for t in d["succeeded_at"]]) if lost_at else None
         ),
@@ -254,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         "--steady",
         type=cmdline.positive_float,
         default=20.0,
-        help="seconds of node 0's steady CPU measurement",
+        help="seconds of node 0's steady CPU measurement (rounded up to whole beat periods)",
     )
     p.add_argument(
         "--torch-listener",

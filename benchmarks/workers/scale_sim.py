@@ -136,6 +136,7 @@ def _how_lost(threads: BackgroundSet) -> str:
 
 _STEP = threading.local()  # this launcher thread's last step and its CPU time then
 STEP_CPU: Counter[str] = Counter()  # "a->b": the launchers' CPU from step a to b, summed
+STEP_AT: dict[str, list[float]] = {}  # a succession step: when each launcher reached it
 _STEP_LOCK = threading.Lock()
 
 
@@ -149,7 +150,15 @@ def _step(name: str) -> None:
     if last is not None and name != "start":
         with _STEP_LOCK:
             STEP_CPU[f"{last[0]}->{name}"] += now - last[1]
+            if getattr(_STEP, "succession", False):
+                STEP_AT.setdefault(name, []).append(time.monotonic())
     _STEP.last = (name, now)
+
+
+def _mark(name: str) -> None:
+    """When the successor reached a step of its own (its CPU is its process's)."""
+    with _STEP_LOCK:
+        STEP_AT.setdefault(name, []).append(time.monotonic())
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
@@ -224,11 +233,14 @@ def _lead(k: int, n: int, succ_port: int, state: StateDir, old: Client) -> float
     then node 0's gather and decision of the first cycle of the epoch. When it published."""
     keys = next_epoch(KEYS)
     client = Client.host(succ_port, keys, TIMEOUT_S, SEALER, address=ADDRESS)
+    _mark("lead:store_open")
     client.prepare(n, Base(0, RUN_UUID, keys.epoch, k, 2))
     client.inherit_placements(old)  # as the launcher's succession does
     rule.publish_port(state.succession_port(RUN_ID, keys.epoch), client.port)
+    _mark("lead:port_noted")
     client.join(2, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
     decided_at = _decide(client, 2, n, frozenset({0}))[1]
+    _mark("lead:decided")
     _SUCCESSOR_STORE.append(client)  # serves the followers of this process until it ends
     released, deadline = state.path / RELEASED, time.monotonic() + 900
     while not released.exists() and time.monotonic() < deadline:  # and those of the others
@@ -362,7 +374,8 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             _step("start")
             with lock:
                 woken[k] = time.monotonic()  # and into cycle 1's join
-                cpu.setdefault("woken", time.process_time())
+                if "woken" not in cpu:  # process_time walks every thread of the process
+                    cpu["woken"] = time.process_time()
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             decision = _join_and_hold(client, 1, k, n)
             _step("restart_held")
@@ -379,10 +392,12 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 if not _readable(wake.fd, 900):
                     raise TimeoutError("the store host was not lost within 900 s")
                 wake.drain()
+            _STEP.succession = True
             _step("start")
             with lock:
                 noticed[k] = time.monotonic()
-                succession_cpu.setdefault("noticed", time.process_time())
+                if "noticed" not in succession_cpu:
+                    succession_cpu["noticed"] = time.process_time()
                 how = _how_lost(threads)
                 noticed_how[how] = noticed_how.get(how, 0) + 1
             threads.stop()
@@ -432,6 +447,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "errors": errors[:5],
         "rss_mib": _rss_mib(),
         "step_cpu_s": dict(STEP_CPU),
+        "step_at": STEP_AT,
     }
 
 

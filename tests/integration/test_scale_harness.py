@@ -42,3 +42,14 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     assert set(steps) == {"start->restart_held", *follower, "found_run->joined", "joined->held"}, steps
     assert steps["start->restart_held"] > 0 and steps["joined->held"] > 0
     assert row["peer_switch_interval_s"] == 0.5
+    # node 0's steady CPU is measured over whole beat periods (16 launchers: 1 s)
+    assert row["node0_steady_window_s"] == 2.0
+    # when the survivors reached each step, from the loss (median, last), in the steps' order
+    at = row["succession_step_at_s"]
+    follower = {"stopped", "ordered", "settled", "found_run", "joined", "held"}
+    assert set(at) == follower | {"lead:store_open", "lead:port_noted", "lead:decided"}, at
+    for step in follower:
+        median, last = at[step]
+        assert 0 <= median <= last <= row["succession_s"] + 0.001, (step, at)  # rounded to ms
+    assert at["found_run"][1] <= at["held"][1]
+    assert at["lead:decided"][0] <= at["held"][1]

@@ -5,9 +5,14 @@ it was configured to be."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from slurm_ft.launch.rendezvous.beatperiod import NODE0_BEATS_PER_S, BeatPeriod, beat_period
+from slurm_ft.launch.rendezvous.background import Heartbeat
+from slurm_ft.launch.rendezvous.beatperiod import NODE0_BEATS_PER_S, BeatPeriod, beat_period, next_beat_in
+from slurm_ft.launch.rendezvous.client import Client
+from slurm_ft.launch.rendezvous.protocol import Keys
 
 
 @pytest.mark.parametrize("n", [1, 2, 64, 256, NODE0_BEATS_PER_S + 1])
@@ -36,3 +41,32 @@ def test_the_figures_the_scale_page_states() -> None:
 def test_a_configured_interval_longer_than_the_stretch_is_kept() -> None:
     assert beat_period(4096, 10.0, 60.0) == BeatPeriod(10.0, 60.0, 1)
     assert beat_period(4096, 4.0, 30.0) == BeatPeriod(4095 / 512, 30.0 + 4095 / 512 - 4.0 + 4.0, 2)
+
+
+@pytest.mark.parametrize("n", [2, 64, 1024, 4096])
+def test_beats_started_together_are_spread_evenly_over_the_period(n: int) -> None:
+    """Every launcher starts its heart-beat within 50 ms of the others (a job's start): each
+    second of a period then holds the budget's share of the beats, not a burst of all of
+    them (before: each beat a period after the last kept the start's phase)."""
+    p = beat_period(n, 1.0, 6.0)
+    start = 1_000_000.0
+    per_second = [0] * (math.ceil(p.interval) + 1)
+    for k in range(1, n):
+        began = start + 0.05 * k / n
+        second_beat = began + next_beat_in(began, p.interval, k / n)
+        assert began < second_beat <= began + p.interval  # never later than a period
+        per_second[int((second_beat - start) % p.interval)] += 1
+    assert max(per_second) <= min(n - 1, math.ceil(NODE0_BEATS_PER_S * 1.01)), per_second
+
+
+def test_a_slot_is_where_the_phase_says_and_a_wall_clock_jump_never_stretches_the_wait() -> None:
+    assert next_beat_in(1003.0, 10.0, 0.5) == pytest.approx(2.0)  # slots at ...995, 1005, 1015
+    assert next_beat_in(1005.0, 10.0, 0.5) == pytest.approx(10.0)  # on a slot: the next one
+    assert next_beat_in(1005.5, 10.0, 0.5) == pytest.approx(9.5)
+    for jumped in (-3600.0, 0.0, 7.25, 1e9):  # wherever the clock jumps, within a period
+        assert 0.0 < next_beat_in(1003.0 + jumped, 10.0, 0.5) <= 10.0
+
+
+def test_the_heartbeat_waits_for_its_slot() -> None:
+    beat = Heartbeat(Client.local(Keys("r", "n")), 3, 10.0, 60.0, phase=0.25, wall=lambda: 1003.0)
+    assert beat.next_in() == pytest.approx(9.5)  # its slots: ...992.5, 1002.5, 1012.5

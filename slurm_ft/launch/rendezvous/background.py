@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from slurm_ft.launch.rendezvous.beatperiod import beat_period
+from slurm_ft.launch.rendezvous.beatperiod import beat_period, next_beat_in
 from slurm_ft.launch.rendezvous.client import Client
 from slurm_ft.launch.rendezvous.stores import StoreLost
 
@@ -99,13 +99,18 @@ class Heartbeat(BackgroundThread):
         *,
         wake_fd: int | None = None,
         clock: Clock = time.monotonic,
+        phase: float = 0.0,
+        wall: Clock = time.time,
     ) -> None:
+        """``phase``: where in each period this launcher beats (:func:`next_beat_in`)."""
         super().__init__("slurm-ft-heartbeat", wake_fd)
         self.client = client
         self._node = node
         self._interval = interval
         self._timeout = timeout
         self._clock = clock
+        self._phase = phase
+        self._wall = wall
         self._lock = threading.Lock()
         self._last_ok = clock()
 
@@ -114,7 +119,12 @@ class Heartbeat(BackgroundThread):
             self.client.beat(self._node)
             with self._lock:
                 self._last_ok = self._clock()
-            self._stop_event.wait(self._interval)
+            self._stop_event.wait(self.next_in())
+
+    def next_in(self) -> float:
+        """Seconds to this launcher's next beat: its first comes at once, the others on its
+        slot of each period."""
+        return next_beat_in(self._wall(), self._interval, self._phase)
 
     def lost(self) -> str | None:
         """Why the store host counts as lost, or None."""
@@ -407,6 +417,7 @@ class BackgroundSet:
                 period.timeout,
                 wake_fd=wake_fd,
                 clock=clock,
+                phase=node_rank / num_nodes,
             )
             threads.watchdog = StoreWatchdog(
                 threads.heartbeat, emergency, wake_fd=wake_fd, clock=clock, on_lost=on_lost
