@@ -44,29 +44,34 @@ def test_a_configured_interval_longer_than_the_stretch_is_kept() -> None:
 
 
 @pytest.mark.parametrize("n", [2, 64, 1024, 4096])
-def test_beats_started_together_are_spread_evenly_over_the_period(n: int) -> None:
-    """Every launcher starts its heart-beat within 50 ms of the others (a job's start): each
-    second of a period then holds the budget's share of the beats, not a burst of all of
-    them (before: each beat a period after the last kept the start's phase)."""
+def test_beats_started_together_come_in_a_group_a_second(n: int) -> None:
+    """Every launcher starts its heart-beat within 50 ms of the others (a job's start):
+    its next beats then come in one group at the start of each second of the period, each
+    group the budget's share at most, not a burst of all of them (before: each beat a
+    period after the last kept the start's phase)."""
     p = beat_period(n, 1.0, 6.0)
     start = 1_000_000.0
-    per_second = [0] * (math.ceil(p.interval) + 1)
+    groups: dict[float, int] = {}
     for k in range(1, n):
         began = start + 0.05 * k / n
         second_beat = began + next_beat_in(began, p.interval, k / n)
         assert began < second_beat <= began + p.interval  # never later than a period
-        per_second[int((second_beat - start) % p.interval)] += 1
-    assert max(per_second) <= min(n - 1, math.ceil(NODE0_BEATS_PER_S * 1.01)), per_second
+        at = round(second_beat, 6)  # a second's start in the period's grid of the wall clock
+        groups[at] = groups.get(at, 0) + 1
+    assert len(groups) == min(n - 1, math.ceil(p.interval - 1e-9)), groups
+    assert max(groups.values()) <= min(n - 1, NODE0_BEATS_PER_S + 1), groups
 
 
-def test_a_slot_is_where_the_phase_says_and_a_wall_clock_jump_never_stretches_the_wait() -> None:
+def test_a_slot_starts_the_phase_s_second_and_a_wall_clock_jump_never_stretches_the_wait() -> None:
     assert next_beat_in(1003.0, 10.0, 0.5) == pytest.approx(2.0)  # slots at ...995, 1005, 1015
     assert next_beat_in(1005.0, 10.0, 0.5) == pytest.approx(10.0)  # on a slot: the next one
     assert next_beat_in(1005.5, 10.0, 0.5) == pytest.approx(9.5)
+    assert next_beat_in(1003.0, 10.0, 0.55) == pytest.approx(2.0)  # the same second's group
+    assert next_beat_in(1003.0, 10.0, 0.62) == pytest.approx(3.0)  # the next second's
     for jumped in (-3600.0, 0.0, 7.25, 1e9):  # wherever the clock jumps, within a period
         assert 0.0 < next_beat_in(1003.0 + jumped, 10.0, 0.5) <= 10.0
 
 
 def test_the_heartbeat_waits_for_its_slot() -> None:
     beat = Heartbeat(Client.local(Keys("r", "n")), 3, 10.0, 60.0, phase=0.25, wall=lambda: 1003.0)
-    assert beat.next_in() == pytest.approx(9.5)  # its slots: ...992.5, 1002.5, 1012.5
+    assert beat.next_in() == pytest.approx(9.0)  # its second's start: ...992, 1002, 1012
