@@ -22,8 +22,9 @@ import math
 from dataclasses import dataclass
 
 # Beats, and keys of node 0's looks, node 0's store serves a second at most (each): about
-# 21 and 7 us of node 0's CPU each, so 1.4 % of a core (1.5-1.9 % measured at 1,024 and
-# 4,096 nodes, the shared 2-core machine of docs/benchmarks.md#scale): under the 2 % goal.
+# 21 and 7 us of node 0's CPU each, so 1.4 % of a core (1.3-1.4 % measured at 4,096 nodes
+# with the beats in groups, the shared 2-core machine of docs/benchmarks.md#scale): under
+# the 2 % goal.
 NODE0_BEATS_PER_S = 512
 # Peers whose beats fall in the same second of a period beat at its start, together
 # (:func:`next_beat_in`).
