@@ -155,10 +155,11 @@ def _step(name: str) -> None:
     _STEP.last = (name, now)
 
 
-def _mark(name: str) -> None:
-    """When the successor reached a step of its own (its CPU is its process's)."""
+def _mark(name: str, at: float | None = None) -> None:
+    """When the successor reached a step of its own (its CPU is its process's): now, or
+    ``at``."""
     with _STEP_LOCK:
-        STEP_AT.setdefault(name, []).append(time.monotonic())
+        STEP_AT.setdefault(name, []).append(time.monotonic() if at is None else at)
 
 
 def host(n: int, port: int, steady_s: float) -> dict:
@@ -240,7 +241,7 @@ def _lead(k: int, n: int, succ_port: int, state: StateDir, old: Client) -> float
     _mark("lead:port_noted")
     client.join(2, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
     decided_at = _decide(client, 2, n, frozenset({0}))[1]
-    _mark("lead:decided")
+    _mark("lead:decided", decided_at)  # before the write: a follower may hold it before it returns
     _SUCCESSOR_STORE.append(client)  # serves the followers of this process until it ends
     released, deadline = state.path / RELEASED, time.monotonic() + 900
     while not released.exists() and time.monotonic() < deadline:  # and those of the others
