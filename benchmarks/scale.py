@@ -113,6 +113,22 @@ def _end_node0_while_peers_wait(host: subprocess.Popen[bytes], peers: list[subpr
     return lost_at
 
 
+def _await_peers_done(
+    state: Path, ranges: list[tuple[int, int]], peers: list[subprocess.Popen[bytes]]
+) -> None:
+    """Every peer process's succession is over: its launchers hold the successor's decision
+    (or failed). They stay until all are over, as launchers on nodes of their own do."""
+    deadline = time.monotonic() + 600
+    marks = [state / sim.DONE.format(first=a) for a, _ in ranges]
+    while not all(m.exists() for m in marks):
+        ended = [p.returncode for p in peers if p.poll() is not None]
+        if ended:
+            raise RuntimeError(f"a peer process ended during the succession (exit {ended[0]})")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the succession was not over within 600 s")
+        time.sleep(0.05)
+
+
 def one_size(
     n: int,
     per_process: int,
@@ -165,11 +181,11 @@ def one_size(
         if not succession:
             host.kill()
             host.wait()
-        for _, p in peers[1:]:
+        if succession:
+            _await_peers_done(state, ranges, [p for _, p in peers])
+            (state / sim.RELEASED).touch()  # the successor's store (in the first process) may end
+        for _, p in peers:
             p.wait(timeout=600)
-        state.mkdir(parents=True, exist_ok=True)
-        (state / sim.RELEASED).touch()  # the successor (launcher 1, the first process) may leave
-        peers[0][1].wait(timeout=600)
     finally:
         for p in [host, *(p for _, p in peers)]:
             if p.poll() is None:

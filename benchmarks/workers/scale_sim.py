@@ -38,7 +38,10 @@ decision; every follower waits for the note (``rule.await_port``), finds the sto
 run as a launcher does (``find_run``), beats, joins and waits for the decision
 (``decisionwait.await_decision``). Each new connection takes the placement its launcher
 held on the old one (``inherit_placements``, as ``storeloss`` does). Timed: the loss to
-the successor's first decision, and to every launcher holding it.
+the successor's first decision, and to every launcher holding it. A launcher that holds it
+goes on (its thread waits), and its process stays until every process's launchers hold it:
+on a cluster each launcher's node goes on by itself, where here a thread's or a process's
+end took the two cores from the launchers still to hold it.
 
 Not simulated: workers (a real restart also stops them and starts new ones), health
 checks, files; in a succession the coordinator's own take-over (its spares book and the
@@ -96,7 +99,8 @@ if os.environ.get("BENCH_SCALE_BEATS_PER_S"):
 READY = "bench-scale-sync/connected"
 HELD = "bench-scale-sync/held"  # peers holding cycle 1's decision
 # In the state dir once every peer process but the successor's ended: its store may go.
-RELEASED = "released"
+RELEASED = "released"  # the harness's file: every peer process is done, all may end
+DONE = "done-{first}"  # a peer process's file: its launchers' succession is over
 _SUCCESSOR_STORE: list[Client] = []
 _NODE0_KEPT: list[object] = []  # node 0's store, threads and connections, until it is killed
 
@@ -242,10 +246,7 @@ def _lead(k: int, n: int, succ_port: int, state: StateDir, old: Client) -> float
     client.join(2, JoinInfo(k, f"node{k}", ADDRESS, os.getpid()))
     decided_at = _decide(client, 2, n, frozenset({0}))[1]
     _mark("lead:decided", decided_at)  # before the write: a follower may hold it before it returns
-    _SUCCESSOR_STORE.append(client)  # serves the followers of this process until it ends
-    released, deadline = state.path / RELEASED, time.monotonic() + 900
-    while not released.exists() and time.monotonic() < deadline:  # and those of the others
-        time.sleep(0.1)
+    _SUCCESSOR_STORE.append(client)  # serves every follower until the process ends
     return decided_at
 
 
@@ -332,6 +333,10 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
     cpu: dict[str, float] = {}  # the process's CPU time at its first launcher woken, its last holding
     succession_cpu: dict[str, float] = {}  # the same at its first noticing the loss, its last holding
     lock = threading.Lock()
+    launchers = end - first
+    over: list[int] = []  # launchers whose succession is over (held, led, or failed)
+    all_over = threading.Event()
+    released = threading.Event()  # the harness released every process: the launchers may end
     errors: list[str] = []
     sync = stores.reconnect(ADDRESS, port, TIMEOUT_S)  # the harness's own keys, one per process
 
@@ -375,14 +380,15 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             _step("start")
             with lock:
                 woken[k] = time.monotonic()  # and into cycle 1's join
-                if "woken" not in cpu:  # process_time walks every thread of the process
+                if "woken" not in cpu:  # process_time walks every thread of the process: once
                     cpu["woken"] = time.process_time()
             # the restart: join the next cycle, hold node 0's decision (no workers to stop)
             decision = _join_and_hold(client, 1, k, n)
             _step("restart_held")
             with lock:
                 held[k] = time.monotonic()
-                cpu["held"] = time.process_time()
+                if len(held) == launchers:  # the process's last
+                    cpu["held"] = time.process_time()
             if succ_port:
                 wake.drain()  # the halt's wake-up
                 threads.watch_halt(1)  # as the next cycle's watch does: its loss wakes us
@@ -407,16 +413,26 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             if led is not None:
                 with lock:
                     led_at.append(led)
-                return
-            if second is None or len(second.nodes) != n - 1:
+            elif second is None or len(second.nodes) != n - 1:
                 raise RuntimeError(f"no decision of the successor for all {n - 1}: {second}")
-            with lock:
-                succeeded[k] = held_at
-                succession_cpu["held"] = time.process_time()
+            else:
+                with lock:
+                    succeeded[k] = held_at
+                    if len(succeeded) + len(led_at) == launchers:  # the process's last
+                        succession_cpu["held"] = time.process_time()
         except Exception as exc:  # reported, not hidden
             with lock:
                 where = traceback.extract_tb(exc.__traceback__)[-1]
                 errors.append(f"launcher {k}: {type(exc).__name__}: {exc} (at {where.name}:{where.lineno})")
+        if succ_port:
+            # a launcher whose succession is over goes on, as a real one would on its own node:
+            # its thread (and its process) ending here would take the two cores' time from
+            # the launchers still to hold the decision
+            with lock:
+                over.append(k)
+                if len(over) == launchers:
+                    all_over.set()
+            released.wait()
 
     while time.time() < go_at:
         time.sleep(0.001)
@@ -424,6 +440,13 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
     workers = [threading.Thread(target=launcher, args=(k,), daemon=True) for k in range(first, end)]
     for t in workers:
         t.start()
+    if succ_port:
+        all_over.wait()
+        (state.path / DONE.format(first=first)).touch()
+        release, deadline = state.path / RELEASED, time.monotonic() + 900
+        while not release.exists() and time.monotonic() < deadline:  # the other processes' too
+            time.sleep(0.1)
+        released.set()
     for t in workers:
         t.join()
     return {
