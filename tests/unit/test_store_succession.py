@@ -56,6 +56,26 @@ def test_candidates_are_the_last_decisions_launchers_but_the_lost_host_in_hostli
     assert rule.candidates(run_decision(active=(-1, 5, 2, 0), spares=(4, 1)), 4, 0) == (1, 2)
 
 
+def test_a_launcher_is_a_candidate_exactly_when_the_order_holds_it():
+    """``why_not`` asks :func:`rule.is_candidate` instead of ordering all N a second time."""
+    decisions = [
+        run_decision(),
+        run_decision(active=(3, 1, 2), spares=()),
+        Decision(Action.RUN, 0),
+        run_decision(active=(-1, 5, 2, 0), spares=(4, 1)),
+        run_decision(active=(2, 0), spares=(3,)),
+        run_decision(active=(1, 0, 2), spares=(0,)),  # never made by node 0: the host named twice
+    ]
+    for d in decisions:
+        for launchers in (3, 4):
+            for host in (-1, 0, 1, 3, 4):
+                order = rule.candidates(d, launchers, host)
+                assert list(order) == sorted(order)
+                for me in range(-1, 6):
+                    found = rule.is_candidate(d, launchers, host, me)
+                    assert found == (me in order), (d, launchers, host, me)
+
+
 def test_the_event_line_names_the_first_candidates_and_counts_the_rest() -> None:
     names = tuple(f"node{k}" for k in range(4096))
     d = run_decision(nodes=names, active=tuple(range(4095)), spares=(4095,))
