@@ -308,6 +308,7 @@ def _succeed(
     if isinstance(found, str):
         raise RuntimeError(f"no successor: {found}")
     if found.launcher == k:
+        _mark("lead:claimed")
         return _lead(k, n, succ_port, state, old), None, 0.0
     return None, *_follow(k, n, found.launcher, succ_port, state, old)
 
@@ -411,6 +412,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
             _step("stopped")
             led, second, held_at = _succeed(k, n, decision, succ_port, state, client)
             if led is not None:
+                _mark("lead:noticed", noticed[k])
                 with lock:
                     led_at.append(led)
             elif second is None or len(second.nodes) != n - 1:

@@ -47,7 +47,9 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     # when the survivors reached each step, from the loss (median, last), in the steps' order
     at = row["succession_step_at_s"]
     follower = {"stopped", "ordered", "settled", "found_run", "joined", "held"}
-    assert set(at) == follower | {"lead:store_open", "lead:port_noted", "lead:decided"}, at
+    lead = ("lead:noticed", "lead:claimed", "lead:store_open", "lead:port_noted", "lead:decided")
+    assert set(at) == follower | set(lead), at
+    assert [at[m][0] for m in lead] == sorted(at[m][0] for m in lead)  # the successor's, in order
     for step in follower:
         median, last = at[step]
         assert 0 <= median <= last <= row["succession_s"] + 0.001, (step, at)  # rounded to ms
