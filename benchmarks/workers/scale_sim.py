@@ -45,7 +45,7 @@ end took the two cores from the launchers still to hold it.
 
 Not simulated: workers (a real restart also stops them and starts new ones), health
 checks, files; in a succession the coordinator's own take-over (its spares book and the
-fence of the lost host: a decision naming the survivors is published instead) and the
+fence of the lost host: a decision placing the survivors is published instead) and the
 followers' new heart-beat threads (one connection each to the successor, not three). A peer
 process's threads keep its interpreter's lock until they block or 0.5 s passes (Python's own
 5 ms woke hundreds of waiting threads 200 times a second each: the packing's cost, see
@@ -226,8 +226,13 @@ def _decide(client: Client, i: int, n: int, departed: frozenset[int]) -> tuple[f
     verdict = decide(restart=i, max_restarts=3, previous_failure=None, unhealthy=[], lost=[], missing=missing)
     if not verdict.run:
         raise RuntimeError(f"node {min(set(range(n)) - departed)} decided stop: {verdict.reason}")
-    names = tuple(name for k, name in enumerate(roster.names) if k not in departed)
-    decision = Decision(Action.RUN, i, master_port=29500, start_time=time.time(), nodes=names)
+    # a placement, as every decision of a job with spares has (and a succession needs one):
+    # the hostlist, and the launcher of each node rank (here the lost host's rank is dropped,
+    # where the coordinator would give it a spare)
+    active = tuple(k for k in range(n) if k not in departed)
+    decision = Decision(
+        Action.RUN, i, master_port=29500, start_time=time.time(), nodes=roster.names, active=active
+    )
     decided_at = time.monotonic()  # before the write: a waiter may hold it before the write returns
     client.publish_decision(i, decision)
     return joined_at, decided_at
@@ -415,7 +420,7 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
                 _mark("lead:noticed", noticed[k])
                 with lock:
                     led_at.append(led)
-            elif second is None or len(second.nodes) != n - 1:
+            elif second is None or len(second.active) != n - 1:
                 raise RuntimeError(f"no decision of the successor for all {n - 1}: {second}")
             else:
                 with lock:

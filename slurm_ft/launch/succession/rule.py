@@ -75,10 +75,10 @@ def candidates(decision: Decision, launchers: int, host: int) -> tuple[int, ...]
 
     One list, sorted in place: a launcher is placed or a spare, never both (node 0's
     placement), and a decision that named one twice would name it twice here for every
-    survivor alike. A set of 4,096 launchers was a table of 128-256 KB made and freed by
-    each survivor: 0.09 ms alone, 0.53 ms in the scale harness's peer processes (128
-    launchers each, their fresh pages faulted in), and the survivors' other steps slowed
-    with it (their CPU at 4,096 nodes 3.04, 3.13 ms -> 2.63, 2.36). The list is 32 KB."""
+    survivor alike. A set of all N was a table of 128-256 KB made and freed by each
+    survivor: at 4,096 nodes 0.09 ms alone (the list: 0.04 ms), and in the scale harness's
+    peer processes, where 128 launchers faulted in fresh pages for theirs at once, 0.53 ms,
+    the survivors' other steps slower with it (their CPU 3.04, 3.13 ms -> 2.63, 2.36)."""
     if not decision.active:
         if 0 <= host < launchers:
             return (*range(host), *range(host + 1, launchers))
