@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -309,19 +310,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
     sizes = args.sizes
-    tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))
+    tmp = Path(tempfile.mkdtemp(prefix="slurm-ft-scale-"))  # state dirs and outputs, removed at the end
     rows = []
     for n in sizes:
-        row = one_size(
-            n,
-            args.per_process,
-            args.steady,
-            tmp,
-            torch_listener=args.torch_listener,
-            beats_per_s=args.beats_per_s,
-            succession=not args.no_succession,
-            switch_s=args.switch_interval,
-        )
+        try:
+            row = one_size(
+                n,
+                args.per_process,
+                args.steady,
+                tmp,
+                torch_listener=args.torch_listener,
+                beats_per_s=args.beats_per_s,
+                succession=not args.no_succession,
+                switch_s=args.switch_interval,
+            )
+        except BaseException:
+            print(f"the run's files are kept in {tmp}", file=sys.stderr)
+            raise
         rows.append(row)
         succession = (
             f"succession {row['succession_s']:6.3f} s "
@@ -340,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             f"lost {row['lost_peers']}  errors {len(row['errors'])}",
             flush=True,
         )
+    shutil.rmtree(tmp, ignore_errors=True)
     command = "python -m benchmarks.scale " + " ".join(argv if argv is not None else sys.argv[1:])
     doc = {"command": command, "when": datetime.datetime.now(datetime.UTC).isoformat(), "rows": rows}
     out = args.out or RESULTS / f"scale-{datetime.date.today().isoformat()}.json"
