@@ -98,9 +98,10 @@ if os.environ.get("BENCH_SCALE_BEATS_PER_S"):
     beatperiod.NODE0_BEATS_PER_S = int(os.environ["BENCH_SCALE_BEATS_PER_S"])
 READY = "bench-scale-sync/connected"
 HELD = "bench-scale-sync/held"  # peers holding cycle 1's decision
-# In the state dir once every peer process but the successor's ended: its store may go.
-RELEASED = "released"  # the harness's file: every peer process is done, all may end
-DONE = "done-{first}"  # a peer process's file: its launchers' succession is over
+# Files in the state dir: a peer process's once its launchers' succession is over; the
+# harness's once every process's is (the launchers, and the successor's store, may end).
+DONE = "done-{first}"
+RELEASED = "released"
 _SUCCESSOR_STORE: list[Client] = []
 _NODE0_KEPT: list[object] = []  # node 0's store, threads and connections, until it is killed
 
