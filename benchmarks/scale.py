@@ -11,7 +11,7 @@ the next decision) and a store succession (node 0's process ends: the loss to ev
 launcher holding the successor's first decision). All processes share this machine.
 
 Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--steady 20]
-       [--switch-interval 0.5] [--no-succession] [--out PATH]
+       [--switch-interval 0.5] [--spread] [--no-succession] [--out PATH]
 """
 
 from __future__ import annotations
@@ -47,6 +47,24 @@ RESULTS = REPO / "benchmarks" / "results"
 # 0.5 s: a thread keeps the lock until it blocks, which every launcher thread soon does
 # (docs/design/scale.md, "Store succession").
 PEER_SWITCH_INTERVAL_S = 0.5
+
+
+def peer_cores(processes: int, spread: bool) -> list[int | None]:
+    """The core each peer process runs on: one each, in turn over the cores this harness
+    may use; None (any core, as the scheduler places it) with ``spread``.
+
+    A packed peer process's threads take turns on its interpreter's lock; spread over two
+    cores, each hand-over of it is a wake-up of a thread on the other core (an
+    inter-processor interrupt, which this virtual machine pays for dearly) and both cores
+    contend for it. At a store loss, 4,096 launchers so made 56 futex calls on the lock
+    each (18 on one core), 44 context switches (24) and 3.9 rescheduling interrupts (0.45),
+    and took 2.9 ms of CPU each (1.8 ms): the succession 6.8-7.5 s (4.6-4.9 s). A launcher
+    on a node of its own has five threads, seldom two of them runnable: this is the
+    packing's cost, not the launcher's (docs/design/scale.md, "Store succession")."""
+    if spread:
+        return [None] * processes
+    cores = sorted(os.sched_getaffinity(0))
+    return [cores[k % len(cores)] for k in range(processes)]
 
 
 def peer_ranges(n: int, per_process: int) -> list[tuple[int, int]]:
@@ -140,6 +158,7 @@ def one_size(
     beats_per_s: int | None = None,
     succession: bool = True,
     switch_s: float = PEER_SWITCH_INTERVAL_S,
+    spread: bool = False,
 ) -> dict:
     port = proc.free_port()
     succ_port = proc.free_port() if succession else 0
@@ -170,12 +189,15 @@ def one_size(
     ranges = peer_ranges(n, per_process)
     go_at = time.time() + 5 + 1.5 * len(ranges)  # every peer process has imported torch by then
     peers = []
-    for a, b in ranges:
+    cores = peer_cores(len(ranges), spread)
+    for (a, b), core in zip(ranges, cores, strict=True):
         out_path = tmp / f"peers{n}-{a}.out"
         with open(out_path, "wb") as out:
             cmd = [sys.executable, str(SCRIPT), "peers", str(n), str(port), str(a), str(b), str(go_at)]
             cmd += [str(succ_port), str(state)]
-            peers.append((out_path, subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)))
+            peer_env = {**env, "BENCH_SCALE_CORE": "" if core is None else str(core)}
+            popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=peer_env)
+            peers.append((out_path, popen))
     try:
         h = _await_figures(host_out, host, deadline=time.monotonic() + 1800)
         lost_at = _end_node0_while_peers_wait(host, [p for _, p in peers]) if succession else None
@@ -202,6 +224,8 @@ def one_size(
         "beat_interval_s": round(period, 3),
         "peer_processes": len(ranges),
         "peer_switch_interval_s": switch_s,
+        # as each peer process found itself: on one core, or on any
+        "peer_cores": "one each" if all(len(d["cores"]) == 1 for d in docs) else "any",
         "first_connection_s": max(d["connected_last"] for d in docs) - started,
         # the launch's rendezvous: the last launcher connected to the last holding cycle 0's
         # decision (its placement read by every launcher)
@@ -306,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         default=PEER_SWITCH_INTERVAL_S,
         help="seconds a peer process's thread may keep its interpreter's lock (Python's own: 0.005)",
     )
+    p.add_argument(
+        "--spread",
+        action="store_true",
+        help="peer processes run on any core (default: each on one, in turn): the packing's cross-core "
+        "hand-overs of the interpreter's lock included",
+    )
     p.add_argument("--no-succession", action="store_true", help="end after the restart (no store succession)")
     p.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/scale-<date>.json)")
     args = p.parse_args(argv)
@@ -323,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 beats_per_s=args.beats_per_s,
                 succession=not args.no_succession,
                 switch_s=args.switch_interval,
+                spread=args.spread,
             )
         except BaseException:
             print(f"the run's files are kept in {tmp}", file=sys.stderr)

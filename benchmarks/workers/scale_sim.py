@@ -49,9 +49,10 @@ fence of the lost host: a decision placing the survivors is published instead) a
 followers' new heart-beat threads (one connection each to the successor, not three). A peer
 process's threads keep its interpreter's lock until they block or 0.5 s passes (Python's own
 5 ms woke hundreds of waiting threads 200 times a second each: the packing's cost, see
-``scale.PEER_SWITCH_INTERVAL_S``). Each launcher freezes its heap once it holds its first
-decision, as the launcher's agent does (``lifelong.keep_what_exists``). Each process prints
-one JSON line.
+``scale.PEER_SWITCH_INTERVAL_S``), and on one core (``scale.peer_cores``: spread over two,
+each hand-over of that lock woke a thread on the other core). Each launcher freezes its
+heap once it holds its first decision, as the launcher's agent does
+(``lifelong.keep_what_exists``). Each process prints one JSON line.
 
 Usage: scale_sim.py host  N PORT STEADY_S
        scale_sim.py peers N PORT FIRST END GO_AT SUCC_PORT STATE_DIR
@@ -478,9 +479,17 @@ def peers(n: int, port: int, first: int, end: int, go_at: float, succ_port: int,
         "led_at": led_at[0] if led_at else None,
         "errors": errors[:5],
         "rss_mib": _rss_mib(),
+        "cores": sorted(os.sched_getaffinity(0)),
         "step_cpu_s": dict(STEP_CPU),
         "step_at": STEP_AT,
     }
+
+
+def _run_on(core: int) -> None:
+    """Every thread of this process, and each it starts, on ``core`` alone (an affinity is
+    a thread's, inherited by the threads it starts: torch's import may have started some)."""
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {core})
 
 
 def main() -> None:
@@ -499,6 +508,10 @@ def main() -> None:
         # lock (scale.py's PEER_SWITCH_INTERVAL_S); unset, Python's 5 ms
         if os.environ.get("BENCH_SCALE_SWITCH_S"):
             sys.setswitchinterval(float(os.environ["BENCH_SCALE_SWITCH_S"]))
+        # BENCH_SCALE_CORE: the one core this process runs on (scale.py's peer_cores); unset
+        # or empty, any
+        if os.environ.get("BENCH_SCALE_CORE"):
+            _run_on(int(os.environ["BENCH_SCALE_CORE"]))
         doc = peers(n, port, first, end, go_at, succ_port, StateDir(Path(sys.argv[8])))
     print(json.dumps(doc), flush=True)
     if role == "host":

@@ -42,6 +42,7 @@ def test_scale_harness_at_16_launchers(tmp_path: Path) -> None:
     assert set(steps) == {"start->restart_held", *follower, "found_run->joined", "joined->held"}, steps
     assert steps["start->restart_held"] > 0 and steps["joined->held"] > 0
     assert row["peer_switch_interval_s"] == 0.5
+    assert row["peer_cores"] == "one each"  # as each peer process found its own affinity
     # node 0's steady CPU is measured over whole beat periods (16 launchers: 1 s)
     assert row["node0_steady_window_s"] == 2.0
     # when the survivors reached each step, from the loss (median, last), in the steps' order
