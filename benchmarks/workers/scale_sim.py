@@ -241,7 +241,8 @@ def _decide(client: Client, i: int, n: int, departed: frozenset[int]) -> tuple[f
 
 
 def _lead(k: int, n: int, succ_port: int, state: StateDir, old: Client) -> float:
-    """The successor: the next epoch's store on this host, the same run, its port noted;
+    """The successor: the next epoch's store on this host, the same run, then its port
+    noted (``handover.lead``'s order: a note leads no follower to a store without the run);
     then node 0's gather and decision of the first cycle of the epoch. When it published."""
     keys = next_epoch(KEYS)
     client = Client.host(succ_port, keys, TIMEOUT_S, SEALER, address=ADDRESS)

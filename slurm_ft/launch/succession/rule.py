@@ -18,7 +18,8 @@ the surviving launchers of the last decision agree on a successor without a vote
   on its own host, with the keys of the next epoch and the same job secret, and
   publishes the same run (first cycle number, run uuid); a follower joins only a store
   that holds its own run (sealed with the job secret, when there is one). The successor
-  also notes its port beside the claim (:func:`publish_port`): a follower tries that port
+  then notes its port beside the claim (:func:`publish_port`), once its store holds the
+  run, so the note never leads a follower to a store without it: a follower tries that port
   first (:func:`await_port`), so it never spends a connection slice on a port where the
   frozen host's listener still accepts and never answers (on simulated nodes, and on a
   successor that shares a host with the lost one). The note only orders the ports: a
