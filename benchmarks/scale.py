@@ -10,7 +10,7 @@ launcher (the restart's first leg), the restart (failure anywhere to every launc
 the next decision) and a store succession (node 0's process ends: the loss to every
 launcher holding the successor's first decision). All processes share this machine.
 
-Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64] [--steady 20]
+Usage: python -m benchmarks.scale [--sizes 64,256,1024] [--per-process 64 | --processes 32] [--steady 20]
        [--switch-interval 0.5] [--spread] [--no-succession] [--out PATH]
 """
 
@@ -308,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         "--per-process", type=cmdline.positive_int, default=64, help="simulated launchers per peer process"
     )
     p.add_argument(
+        "--processes",
+        type=cmdline.positive_int,
+        help="peer processes at every size, the launchers shared out among them (instead of "
+        "--per-process): the same packing at every N",
+    )
+    p.add_argument(
         "--steady",
         type=cmdline.positive_float,
         default=20.0,
@@ -346,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = one_size(
                 n,
-                args.per_process,
+                args.per_process if args.processes is None else math.ceil((n - 1) / args.processes),
                 args.steady,
                 tmp,
                 torch_listener=args.torch_listener,
