@@ -38,6 +38,12 @@ KNOWN_FAULTS = "crash, kill, hang, freeze-launcher, lose-node, kill-launcher, pr
             "expected whole numbers above 0 separated by commas, got '64,x'",
         ),
         (
+            "scale",
+            ["--processes", "0"],
+            "python -m benchmarks.scale: error: argument --processes: "
+            "expected a whole number above 0, got '0'",
+        ),
+        (
             "scale_files",
             ["--sizes", "0"],
             "python -m benchmarks.scale_files: error: argument --sizes: "
